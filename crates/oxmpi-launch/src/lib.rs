@@ -1,0 +1,49 @@
+//! `oxmpirun` and `oxmpi-info`: the parts of oxmpi that run outside the ranks.
+//!
+//! * [`args`]: the launcher's command line (`-np`, `--mca`, `-x`, ...).
+//! * [`job`]: one job: spawn ranks, serve PMI (the sans-IO server core lives in
+//!   `oxmpi_runtime::pmi::server`), forward stdio line by line, end the job on
+//!   the first failure, leave nothing behind.
+//! * [`params`]: every component's parameters; `--mca` is checked here.
+//! * [`info`]: the `oxmpi-info` tool listing every parameter.
+//! * `sys`: the only `unsafe` code (what a child does between fork and exec).
+//!
+//! Layer rule: this crate sits on top; nothing depends on it.
+#![deny(unsafe_code)]
+
+pub mod args;
+pub mod info;
+pub mod job;
+pub mod params;
+mod sys;
+
+use std::process::ExitCode;
+
+/// The whole `oxmpirun` program (also `mpirun` and `mpiexec`): parse the
+/// command line, check `--mca` parameters, run the job, return its status.
+pub fn launcher_main() -> ExitCode {
+    oxmpi_runtime::log::init();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let code = match args::parse(&argv) {
+        Ok(args::Command::Help) => {
+            print!("{}", args::HELP);
+            0
+        }
+        Ok(args::Command::Version) => {
+            println!("oxmpirun (oxmpi) {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Ok(args::Command::Run(a)) => match params::child_env(&a.mca) {
+            Ok(vars) => job::run(&a, &job::JobEnv { vars }),
+            Err(e) => {
+                eprintln!("oxmpirun: {e}");
+                job::EXIT_LAUNCH_ERROR
+            }
+        },
+        Err(e) => {
+            eprintln!("oxmpirun: {e}");
+            job::EXIT_LAUNCH_ERROR
+        }
+    };
+    ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1))
+}

@@ -1,0 +1,338 @@
+//! End-to-end tests of `oxmpirun`: exit codes, failure handling, output
+//! forwarding, stdin, signals, and that nothing is left behind.
+//!
+//! Programs without PMI are plain `sh -c` scripts; the PMI ones use the
+//! `pmi_hello` example of this crate (built by `cargo test`).
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{example, oxmpirun, pid_alive, Out};
+
+fn sh(np: u32, extra: &[&str], script: &str) -> Out {
+    let mut args: Vec<String> = vec!["-n".into(), np.to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["sh".into(), "-c".into(), script.into()]);
+    common::run(&args)
+}
+
+#[test]
+fn all_ranks_succeed_exit_zero() {
+    let out = sh(3, &[], "echo hello from $PMI_RANK of $PMI_SIZE");
+    assert_eq!(out.code, 0, "{out:?}");
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "hello from 0 of 3",
+            "hello from 1 of 3",
+            "hello from 2 of 3"
+        ]
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "a healthy run prints nothing: {:?}",
+        out.stderr
+    );
+}
+
+#[test]
+fn first_failing_exit_code_is_returned_and_named() {
+    let out = sh(4, &[], "if [ $PMI_RANK = 2 ]; then exit 7; fi; sleep 20");
+    assert_eq!(out.code, 7, "{out:?}");
+    assert!(out.stderr.contains("rank 2"), "{:?}", out.stderr);
+    assert!(
+        out.stderr.contains("exited with status 7"),
+        "{:?}",
+        out.stderr
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(5),
+        "took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn sigkill_of_one_rank_ends_the_job_quickly_without_orphans() {
+    let dir = common::tempdir();
+    let script = format!(
+        "echo $$ > {dir}/pid.$PMI_RANK; if [ $PMI_RANK = 1 ]; then sleep 0.3; kill -9 $$; fi; exec sleep 30",
+        dir = dir.display()
+    );
+    let out = sh(3, &[], &script);
+    assert_eq!(out.code, 128 + 9, "{out:?}");
+    assert!(out.stderr.contains("rank 1"), "{:?}", out.stderr);
+    assert!(
+        out.stderr.contains("signal 9 (SIGKILL)"),
+        "{:?}",
+        out.stderr
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(3),
+        "took {:?}",
+        out.elapsed
+    );
+    for r in 0..3 {
+        let pid: i32 = std::fs::read_to_string(dir.join(format!("pid.{r}")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!pid_alive(pid), "rank {r} (pid {pid}) survived the job");
+    }
+}
+
+#[test]
+fn timeout_ends_the_job() {
+    let out = sh(2, &["--timeout", "1"], "sleep 30");
+    assert_eq!(out.code, 124, "{out:?}");
+    assert!(out.stderr.contains("--timeout"), "{:?}", out.stderr);
+    assert!(
+        out.elapsed < Duration::from_secs(4),
+        "took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn every_line_of_every_rank_arrives_unmixed() {
+    let lines = 3000;
+    let script = format!(
+        "i=0; while [ $i -lt {lines} ]; do echo \"rank $PMI_RANK line $i xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"; echo \"err $PMI_RANK $i\" >&2; i=$((i+1)); done"
+    );
+    let out = sh(4, &[], &script);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut seen = vec![0usize; 4];
+    for line in out.stdout.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        assert_eq!(parts.len(), 5, "mixed or cut line: {line:?}");
+        assert_eq!(parts[4].len(), 40, "mixed or cut line: {line:?}");
+        let r: usize = parts[1].parse().unwrap();
+        let i: usize = parts[3].parse().unwrap();
+        assert_eq!(i, seen[r], "rank {r}'s lines out of order");
+        seen[r] += 1;
+    }
+    assert_eq!(seen, vec![lines; 4]);
+    let errs = out.stderr.lines().filter(|l| l.starts_with("err ")).count();
+    assert_eq!(errs, 4 * lines);
+}
+
+#[test]
+fn tag_output_prefixes_each_line() {
+    let out = sh(
+        2,
+        &["--tag-output"],
+        "echo out$PMI_RANK; echo err$PMI_RANK >&2",
+    );
+    assert_eq!(out.code, 0);
+    for r in 0..2 {
+        assert!(
+            out.stdout.contains(&format!("[1,{r}]<stdout>:out{r}\n")),
+            "{:?}",
+            out.stdout
+        );
+        assert!(
+            out.stderr.contains(&format!("[1,{r}]<stderr>:err{r}\n")),
+            "{:?}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn partial_last_line_is_delivered() {
+    let out = sh(1, &[], "printf 'no newline'");
+    assert_eq!(out.stdout, "no newline\n");
+}
+
+#[test]
+fn stdin_goes_to_rank_zero_only() {
+    let mut child = Command::new(oxmpirun())
+        .args(["-n", "2", "sh", "-c", "echo \"$PMI_RANK:$(cat | wc -l)\""])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"a\nb\nc\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["0:3", "1:0"]);
+}
+
+#[test]
+fn export_and_environment() {
+    let out = sh(
+        2,
+        &["-x", "OXMPI_TEST_A=x y", "--bind-to", "none"],
+        "echo \"$OXMPI_TEST_A\"",
+    );
+    assert_eq!(out.stdout, "x y\nx y\n");
+}
+
+#[test]
+fn sigint_to_the_launcher_reaches_every_rank() {
+    let dir = common::tempdir();
+    let script = format!(
+        "trap 'echo got-int > {d}/int.$PMI_RANK; exit 3' INT; echo $$ > {d}/pid.$PMI_RANK; while true; do sleep 0.05; done",
+        d = dir.display()
+    );
+    let child = Command::new(oxmpirun())
+        .args(["-n", "3", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until every rank has started.
+    let t0 = Instant::now();
+    while (0..3).any(|r| !dir.join(format!("pid.{r}")).exists()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "ranks did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(sent.elapsed() < Duration::from_secs(3));
+    assert_eq!(out.status.code(), Some(130));
+    for r in 0..3 {
+        assert!(
+            dir.join(format!("int.{r}")).exists(),
+            "rank {r} never saw SIGINT"
+        );
+        let pid: i32 = std::fs::read_to_string(dir.join(format!("pid.{r}")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!pid_alive(pid));
+    }
+}
+
+#[test]
+fn a_program_that_cannot_start_is_a_clear_error() {
+    let out = common::run(&["-n".into(), "2".into(), "/nonexistent/oxmpi-prog".into()]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("cannot start rank 0"),
+        "{:?}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("/nonexistent/oxmpi-prog"),
+        "{:?}",
+        out.stderr
+    );
+}
+
+#[test]
+fn bad_arguments_and_parameters_fail_at_start_up() {
+    let out = common::run(&["--frobnicate".into(), "true".into()]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("unknown option \"--frobnicate\""),
+        "{:?}",
+        out.stderr
+    );
+
+    let out = common::run(&[
+        "--mca".into(),
+        "no_such_param".into(),
+        "1".into(),
+        "true".into(),
+    ]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("no_such_param"), "{:?}", out.stderr);
+
+    let out = common::run(&[
+        "--mca".into(),
+        "btl".into(),
+        "self,^tcp".into(),
+        "true".into(),
+    ]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("btl"), "{:?}", out.stderr);
+}
+
+#[test]
+fn pmi_modex_on_eight_ranks_oversubscribed() {
+    for extra in [
+        &[][..],
+        &["--pmi-port"][..],
+        &["--mca", "pmi_version", "2"][..],
+    ] {
+        let mut args: Vec<String> = vec!["-n".into(), "8".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push(example("pmi_hello"));
+        let out = common::run(&args);
+        assert_eq!(out.code, 0, "{extra:?}: {out:?}");
+        let ok = out
+            .stdout
+            .lines()
+            .filter(|l| l.contains("modex ok"))
+            .count();
+        assert_eq!(ok, 8, "{extra:?}: {}", out.stdout);
+        for r in 0..8 {
+            assert!(
+                out.stdout.contains(&format!("rank {r} of 8")),
+                "{}",
+                out.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn abort_ends_the_job_with_its_code() {
+    let out = common::run(&[
+        "-n".into(),
+        "3".into(),
+        example("pmi_hello"),
+        "--abort-rank".into(),
+        "1".into(),
+        "--abort-code".into(),
+        "42".into(),
+    ]);
+    assert_eq!(out.code, 42, "{out:?}");
+    assert!(
+        out.stderr.contains("rank 1 called abort"),
+        "{:?}",
+        out.stderr
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(5),
+        "took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn exiting_without_finalize_is_a_failure() {
+    let out = common::run(&[
+        "-n".into(),
+        "2".into(),
+        example("pmi_hello"),
+        "--skip-finalize-rank".into(),
+        "0".into(),
+    ]);
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("rank 0"), "{:?}", out.stderr);
+    assert!(
+        out.stderr.contains("without calling finalize"),
+        "{:?}",
+        out.stderr
+    );
+}

@@ -1,0 +1,475 @@
+//! One test per matching rule, through the public API.
+
+use oxmpi_match::{
+    Arrival, Engine, Envelope, Match, MatchError, MatchEvent, MessageInfo, PostOutcome,
+    ProbeOutcome, SendSequencer, Source, Tag, UnexpectedStats,
+};
+
+type E = Engine<u32, &'static str>;
+
+const C: u32 = 1;
+
+fn engine(n_peers: u32) -> E {
+    let mut e = E::new();
+    e.add_context(C, n_peers).unwrap();
+    e
+}
+
+fn env(source: u32, tag: i32) -> Envelope {
+    Envelope {
+        context: C,
+        source,
+        tag,
+    }
+}
+
+/// Delivers an in-sequence arrival and returns its single decision.
+fn arrive(
+    e: &mut E,
+    src: u32,
+    tag: i32,
+    len: usize,
+    msg: &'static str,
+) -> MatchEvent<u32, &'static str> {
+    let seq = e.expected_seq(C, src).unwrap();
+    assert_eq!(
+        e.handle_arrival(C, src, tag, seq, len, msg).unwrap(),
+        Arrival::Delivered { events: 1 }
+    );
+    let ev = e.poll_matched().unwrap();
+    assert!(e.poll_matched().is_none());
+    ev
+}
+
+fn matched(
+    recv: u32,
+    msg: &'static str,
+    src: u32,
+    tag: i32,
+    len: usize,
+) -> Match<u32, &'static str> {
+    Match {
+        recv,
+        msg,
+        envelope: env(src, tag),
+        len,
+    }
+}
+
+fn posted(o: PostOutcome<u32, &'static str>) -> oxmpi_match::RecvHandle {
+    match o {
+        PostOutcome::Posted(h) => h,
+        other => panic!("expected Posted, got {other:?}"),
+    }
+}
+
+fn took(o: PostOutcome<u32, &'static str>) -> Match<u32, &'static str> {
+    match o {
+        PostOutcome::Matched(m) => m,
+        other => panic!("expected Matched, got {other:?}"),
+    }
+}
+
+#[test]
+fn messages_from_one_sender_are_non_overtaking() {
+    let mut e = engine(2);
+    arrive(&mut e, 0, 5, 1, "first");
+    arrive(&mut e, 0, 5, 2, "second");
+    let a = took(e.post_recv(C, Source::Any, Tag::Any, 10).unwrap());
+    let b = took(e.post_recv(C, Source::Rank(0), Tag::Value(5), 11).unwrap());
+    assert_eq!(a, matched(10, "first", 0, 5, 1));
+    assert_eq!(b, matched(11, "second", 0, 5, 2));
+}
+
+#[test]
+fn arrival_matches_earliest_posted_receive() {
+    let mut e = engine(2);
+    posted(e.post_recv(C, Source::Rank(0), Tag::Value(5), 1).unwrap());
+    posted(e.post_recv(C, Source::Rank(0), Tag::Value(5), 2).unwrap());
+    let ev = arrive(&mut e, 0, 5, 0, "m1");
+    assert_eq!(ev, MatchEvent::Matched(matched(1, "m1", 0, 5, 0)));
+    let ev = arrive(&mut e, 0, 5, 0, "m2");
+    assert_eq!(ev, MatchEvent::Matched(matched(2, "m2", 0, 5, 0)));
+}
+
+#[test]
+fn wildcard_and_specific_receives_merge_in_posting_order() {
+    let mut e = engine(2);
+    // wildcard first, then specific: the wildcard wins.
+    posted(e.post_recv(C, Source::Any, Tag::Value(5), 1).unwrap());
+    posted(e.post_recv(C, Source::Rank(0), Tag::Value(5), 2).unwrap());
+    posted(e.post_recv(C, Source::Rank(0), Tag::Any, 3).unwrap());
+    let got: Vec<u32> = (0..3)
+        .map(|_| match arrive(&mut e, 0, 5, 0, "m") {
+            MatchEvent::Matched(m) => m.recv,
+            q => panic!("{q:?}"),
+        })
+        .collect();
+    assert_eq!(got, vec![1, 2, 3]);
+    // specific first, then wildcard: the specific wins.
+    posted(e.post_recv(C, Source::Rank(1), Tag::Value(7), 4).unwrap());
+    posted(e.post_recv(C, Source::Any, Tag::Any, 5).unwrap());
+    let MatchEvent::Matched(m) = arrive(&mut e, 1, 7, 0, "x") else {
+        panic!()
+    };
+    assert_eq!(m.recv, 4);
+    let MatchEvent::Matched(m) = arrive(&mut e, 1, 7, 0, "y") else {
+        panic!()
+    };
+    assert_eq!(m.recv, 5);
+}
+
+#[test]
+fn posted_receive_takes_earliest_arrived_message() {
+    let mut e = engine(3);
+    arrive(&mut e, 2, 3, 0, "from2");
+    arrive(&mut e, 0, 3, 0, "from0");
+    arrive(&mut e, 1, 4, 0, "from1-tag4");
+    assert_eq!(
+        took(e.post_recv(C, Source::Any, Tag::Value(3), 1).unwrap()).msg,
+        "from2"
+    );
+    assert_eq!(
+        took(e.post_recv(C, Source::Any, Tag::Any, 2).unwrap()).msg,
+        "from0"
+    );
+    assert_eq!(
+        took(e.post_recv(C, Source::Rank(1), Tag::Any, 3).unwrap()).msg,
+        "from1-tag4"
+    );
+}
+
+#[test]
+fn any_tag_never_matches_negative_tags() {
+    let mut e = engine(1);
+    assert_eq!(
+        arrive(&mut e, 0, -1, 8, "internal"),
+        MatchEvent::Queued {
+            envelope: env(0, -1),
+            len: 8
+        }
+    );
+    assert_eq!(e.iprobe(C, Source::Any, Tag::Any).unwrap(), None);
+    assert_eq!(e.iprobe(C, Source::Rank(0), Tag::Any).unwrap(), None);
+    let h = posted(e.post_recv(C, Source::Rank(0), Tag::Any, 1).unwrap());
+    let h2 = posted(e.post_recv(C, Source::Any, Tag::Any, 2).unwrap());
+    // An exact negative tag does match.
+    assert_eq!(
+        took(e.post_recv(C, Source::Rank(0), Tag::Value(-1), 3).unwrap()),
+        matched(3, "internal", 0, -1, 8)
+    );
+    // A negative-tag arrival passes the ANY_TAG receives by.
+    assert!(matches!(
+        arrive(&mut e, 0, -2, 0, "x"),
+        MatchEvent::Queued { .. }
+    ));
+    assert_eq!(e.cancel(h), Some(1));
+    assert_eq!(e.cancel(h2), Some(2));
+}
+
+#[test]
+fn out_of_order_arrivals_are_parked_and_drained_in_order() {
+    let mut e = engine(2);
+    posted(e.post_recv(C, Source::Rank(0), Tag::Any, 100).unwrap());
+    assert_eq!(
+        e.handle_arrival(C, 0, 1, 2, 30, "s2").unwrap(),
+        Arrival::Parked
+    );
+    assert_eq!(
+        e.handle_arrival(C, 0, 1, 1, 20, "s1").unwrap(),
+        Arrival::Parked
+    );
+    assert_eq!(e.poll_matched(), None);
+    let st = e.unexpected_stats(C, 0).unwrap();
+    assert_eq!(
+        (st.parked_messages, st.parked_bytes, st.messages),
+        (2, 50, 0)
+    );
+    // Another peer is unaffected by peer 0's gap.
+    assert_eq!(
+        e.handle_arrival(C, 1, 1, 0, 1, "p1").unwrap(),
+        Arrival::Delivered { events: 1 }
+    );
+    assert!(matches!(e.poll_matched(), Some(MatchEvent::Queued { .. })));
+    assert_eq!(
+        e.handle_arrival(C, 0, 1, 0, 10, "s0").unwrap(),
+        Arrival::Delivered { events: 3 }
+    );
+    assert_eq!(
+        e.poll_matched(),
+        Some(MatchEvent::Matched(matched(100, "s0", 0, 1, 10)))
+    );
+    assert_eq!(
+        e.poll_matched(),
+        Some(MatchEvent::Queued {
+            envelope: env(0, 1),
+            len: 20
+        })
+    );
+    assert_eq!(
+        e.poll_matched(),
+        Some(MatchEvent::Queued {
+            envelope: env(0, 1),
+            len: 30
+        })
+    );
+    assert_eq!(e.poll_matched(), None);
+    assert_eq!(e.expected_seq(C, 0).unwrap(), 3);
+    let st = e.unexpected_stats(C, 0).unwrap();
+    assert_eq!(
+        st,
+        UnexpectedStats {
+            messages: 2,
+            bytes: 50,
+            parked_messages: 0,
+            parked_bytes: 0
+        }
+    );
+    // Arrival order of the drained ones is their sequence order.
+    assert_eq!(
+        took(e.post_recv(C, Source::Rank(0), Tag::Any, 1).unwrap()).msg,
+        "s1"
+    );
+}
+
+#[test]
+fn sequence_numbers_wrap_around() {
+    let mut e = E::new();
+    e.add_context_with_first_seq(C, 1, u16::MAX - 1).unwrap();
+    let mut tx = SendSequencer::new();
+    tx.add_context_with_first_seq(C, 1, u16::MAX - 1).unwrap();
+    let seqs: Vec<u16> = (0..4).map(|_| tx.next_seq(C, 0).unwrap()).collect();
+    assert_eq!(seqs, vec![65534, 65535, 0, 1]);
+    assert_eq!(
+        e.handle_arrival(C, 0, 0, 1, 0, "d").unwrap(),
+        Arrival::Parked
+    );
+    assert_eq!(
+        e.handle_arrival(C, 0, 0, 0, 0, "c").unwrap(),
+        Arrival::Parked
+    );
+    assert_eq!(
+        e.handle_arrival(C, 0, 0, 65535, 0, "b").unwrap(),
+        Arrival::Parked
+    );
+    assert_eq!(
+        e.handle_arrival(C, 0, 0, 65534, 0, "a").unwrap(),
+        Arrival::Delivered { events: 4 }
+    );
+    let order: Vec<&str> = (0..4)
+        .map(|i| took(e.post_recv(C, Source::Any, Tag::Any, i).unwrap()).msg)
+        .collect();
+    assert_eq!(order, vec!["a", "b", "c", "d"]);
+    assert_eq!(e.expected_seq(C, 0).unwrap(), 2);
+}
+
+#[test]
+fn bad_sequence_numbers_are_rejected_with_payload() {
+    let mut e = engine(1);
+    e.handle_arrival(C, 0, 0, 0, 0, "a").unwrap();
+    assert_eq!(
+        e.handle_arrival(C, 0, 0, 0, 0, "again").unwrap_err(),
+        (
+            MatchError::StaleSequence {
+                context: C,
+                source: 0,
+                seq: 0,
+                expected: 1
+            },
+            "again"
+        )
+    );
+    e.handle_arrival(C, 0, 0, 5, 0, "p").unwrap();
+    assert_eq!(
+        e.handle_arrival(C, 0, 0, 5, 0, "dup").unwrap_err(),
+        (
+            MatchError::DuplicateSequence {
+                context: C,
+                source: 0,
+                seq: 5
+            },
+            "dup"
+        )
+    );
+    assert!(matches!(
+        e.handle_arrival(C, 9, 0, 0, 0, "x").unwrap_err().0,
+        MatchError::RankOutOfRange { rank: 9, .. }
+    ));
+    assert_eq!(
+        e.handle_arrival(2, 0, 0, 0, 0, "x").unwrap_err().0,
+        MatchError::UnknownContext(2)
+    );
+}
+
+#[test]
+fn probe_does_not_remove() {
+    let mut e = engine(2);
+    arrive(&mut e, 1, 4, 12, "m");
+    let info = ProbeOutcome::Found(MessageInfo {
+        envelope: env(1, 4),
+        len: 12,
+    });
+    assert_eq!(
+        e.iprobe(C, Source::Any, Tag::Any).unwrap(),
+        Some(info.clone())
+    );
+    assert_eq!(
+        e.iprobe(C, Source::Rank(1), Tag::Value(4)).unwrap(),
+        Some(info)
+    );
+    assert_eq!(e.iprobe(C, Source::Rank(0), Tag::Any).unwrap(), None);
+    assert_eq!(e.total_stats().messages, 1);
+    assert_eq!(
+        took(e.post_recv(C, Source::Rank(1), Tag::Value(4), 7).unwrap()).msg,
+        "m"
+    );
+}
+
+#[test]
+fn mprobe_removes_message_from_matching() {
+    let mut e = engine(2);
+    arrive(&mut e, 0, 2, 64, "m");
+    let Some(ProbeOutcome::Found(h)) = e.improbe(C, Source::Any, Tag::Value(2)).unwrap() else {
+        panic!()
+    };
+    assert_eq!((h.envelope, h.len, h.msg), (env(0, 2), 64, "m"));
+    assert_eq!(e.iprobe(C, Source::Any, Tag::Any).unwrap(), None);
+    assert_eq!(e.improbe(C, Source::Any, Tag::Any).unwrap(), None);
+    assert_eq!(e.total_stats(), UnexpectedStats::default());
+    posted(e.post_recv(C, Source::Rank(0), Tag::Value(2), 1).unwrap());
+}
+
+#[test]
+fn cancel_reports_whether_still_posted() {
+    let mut e = engine(1);
+    let h1 = posted(e.post_recv(C, Source::Rank(0), Tag::Value(1), 1).unwrap());
+    let h2 = posted(e.post_recv(C, Source::Any, Tag::Any, 2).unwrap());
+    assert_eq!(e.cancel(h1), Some(1));
+    assert_eq!(e.cancel(h1), None);
+    assert_eq!(e.posted_count(), 1);
+    // The cancelled receive no longer matches; the wildcard does.
+    assert_eq!(
+        arrive(&mut e, 0, 1, 0, "m"),
+        MatchEvent::Matched(matched(2, "m", 0, 1, 0))
+    );
+    assert_eq!(e.cancel(h2), None, "already matched");
+    // A reused slot does not revive an old handle.
+    let h3 = posted(e.post_recv(C, Source::Rank(0), Tag::Value(1), 3).unwrap());
+    assert_eq!(e.cancel(h1), None);
+    assert_eq!(e.cancel(h3), Some(3));
+}
+
+#[test]
+fn proc_null_completes_immediately() {
+    let mut e = engine(1);
+    arrive(&mut e, 0, 0, 0, "m");
+    assert_eq!(
+        e.post_recv(C, Source::ProcNull, Tag::Any, 5).unwrap(),
+        PostOutcome::ProcNull { recv: 5 }
+    );
+    assert_eq!(e.posted_count(), 0);
+    assert_eq!(
+        e.iprobe(C, Source::ProcNull, Tag::Value(0)).unwrap(),
+        Some(ProbeOutcome::ProcNull)
+    );
+    assert_eq!(
+        e.improbe(C, Source::ProcNull, Tag::Any).unwrap(),
+        Some(ProbeOutcome::ProcNull)
+    );
+    // The real message was untouched.
+    assert_eq!(e.total_stats().messages, 1);
+}
+
+#[test]
+fn accounting_per_peer_context_and_total() {
+    let mut e = engine(3);
+    e.add_context(2, 3).unwrap();
+    arrive(&mut e, 0, 0, 100, "a");
+    arrive(&mut e, 0, 1, 50, "b");
+    arrive(&mut e, 2, 1, 7, "c");
+    e.handle_arrival(2, 1, 0, 0, 1000, "d").unwrap();
+    e.handle_arrival(2, 1, 0, 3, 9, "parked").unwrap();
+    while e.poll_matched().is_some() {}
+    let s = |m, b, pm, pb| UnexpectedStats {
+        messages: m,
+        bytes: b,
+        parked_messages: pm,
+        parked_bytes: pb,
+    };
+    assert_eq!(e.unexpected_stats(C, 0).unwrap(), s(2, 150, 0, 0));
+    assert_eq!(e.unexpected_stats(C, 1).unwrap(), s(0, 0, 0, 0));
+    assert_eq!(e.unexpected_stats(C, 2).unwrap(), s(1, 7, 0, 0));
+    assert_eq!(e.unexpected_stats(2, 1).unwrap(), s(1, 1000, 1, 9));
+    assert_eq!(e.context_stats(C).unwrap(), s(3, 157, 0, 0));
+    assert_eq!(e.total_stats(), s(4, 1157, 1, 9));
+    took(e.post_recv(C, Source::Rank(0), Tag::Value(1), 1).unwrap());
+    assert_eq!(e.unexpected_stats(C, 0).unwrap(), s(1, 100, 0, 0));
+    assert_eq!(e.total_stats(), s(3, 1107, 1, 9));
+    let removed = e.remove_context(2).unwrap();
+    assert_eq!(removed.unexpected.len(), 2);
+    assert_eq!(e.total_stats(), s(2, 107, 0, 0));
+}
+
+#[test]
+fn contexts_are_isolated() {
+    let mut e = engine(2);
+    e.add_context(2, 2).unwrap();
+    assert_eq!(e.add_context(2, 2), Err(MatchError::ContextExists(2)));
+    let h = posted(e.post_recv(2, Source::Any, Tag::Any, 1).unwrap());
+    // Same (source, tag) on context C does not match the receive on 2.
+    assert!(matches!(
+        arrive(&mut e, 0, 0, 0, "on C"),
+        MatchEvent::Queued { .. }
+    ));
+    assert_eq!(e.iprobe(2, Source::Any, Tag::Any).unwrap(), None);
+    // Sequence numbers are per context too.
+    assert_eq!(e.expected_seq(C, 0).unwrap(), 1);
+    assert_eq!(e.expected_seq(2, 0).unwrap(), 0);
+    let removed = e.remove_context(2).unwrap();
+    assert_eq!(removed.posted, vec![1]);
+    assert_eq!(e.cancel(h), None, "handle is stale after context removal");
+    assert_eq!(
+        e.post_recv(2, Source::Any, Tag::Any, 1).unwrap_err(),
+        MatchError::UnknownContext(2)
+    );
+    assert!(matches!(
+        e.post_recv(C, Source::Rank(2), Tag::Any, 1).unwrap_err(),
+        MatchError::RankOutOfRange { .. }
+    ));
+    // Two engines in one process are independent.
+    let other = engine(2);
+    assert_eq!(other.iprobe(C, Source::Any, Tag::Any).unwrap(), None);
+    assert!(e.iprobe(C, Source::Any, Tag::Any).unwrap().is_some());
+}
+
+#[test]
+fn remove_context_returns_leftovers_in_order() {
+    let mut e = engine(2);
+    posted(e.post_recv(C, Source::Rank(0), Tag::Value(9), 1).unwrap());
+    posted(e.post_recv(C, Source::Any, Tag::Value(8), 2).unwrap());
+    posted(e.post_recv(C, Source::Rank(1), Tag::Value(9), 3).unwrap());
+    arrive(&mut e, 1, 1, 0, "u1");
+    arrive(&mut e, 0, 1, 0, "u0");
+    e.handle_arrival(C, 0, 1, 5, 0, "parked").unwrap();
+    let r = e.remove_context(C).unwrap();
+    assert_eq!(r.posted, vec![1, 2, 3]);
+    let msgs: Vec<_> = r.unexpected.iter().map(|m| m.msg).collect();
+    assert_eq!(msgs, vec!["u1", "u0", "parked"]);
+    assert_eq!(e.total_stats(), UnexpectedStats::default());
+    assert_eq!(e.posted_count(), 0);
+    assert!(e.remove_context(C).is_err());
+}
+
+#[test]
+fn any_source_post_ignores_idle_peers() {
+    // 100k idle peers: an ANY_SOURCE post touches only pending messages.
+    let mut e: Engine<u32, u32> = Engine::new();
+    e.add_context(C, 100_000).unwrap();
+    e.handle_arrival(C, 99_999, 3, 0, 0, 1).unwrap();
+    e.poll_matched();
+    let m = match e.post_recv(C, Source::Any, Tag::Any, 0).unwrap() {
+        PostOutcome::Matched(m) => m,
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(m.envelope.source, 99_999);
+}
