@@ -2,10 +2,11 @@
 //! `mpiexec.hydra` (PMI-1 and PMI-2, over the inherited socket and over
 //! `-pmi-port`). Skipped, with a note, when `/usr/bin/mpiexec.hydra` is absent.
 
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+mod common;
 
 const HYDRA: &str = "/usr/bin/mpiexec.hydra";
 
@@ -38,47 +39,25 @@ struct Outcome {
     stderr: String,
 }
 
-/// Runs Hydra with a 60 s limit (kills it and fails on timeout).
+/// Runs Hydra with the shared 60 s limit (a hang is killed and fails).
 fn run(ex: &PathBuf, hydra_args: &[&str], prog_args: &[&str], pmi_version: &str) -> Outcome {
-    let mut cmd = Command::new(HYDRA);
-    cmd.args(hydra_args)
-        .arg(ex)
-        .args(prog_args)
-        .env("OXMPI_MCA_pmi_version", pmi_version)
-        .env_remove("PMI_FD")
-        .env_remove("PMI_PORT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn mpiexec.hydra");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("mpiexec.hydra {hydra_args:?} {prog_args:?} hung for 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let out = common::run_with(
+        Command::new(HYDRA)
+            .args(hydra_args)
+            .arg(ex)
+            .args(prog_args)
+            .env("OXMPI_MCA_pmi_version", pmi_version)
+            .env_remove("PMI_FD")
+            .env_remove("PMI_PORT"),
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(60),
+        "mpiexec.hydra {hydra_args:?} {prog_args:?} hung"
+    );
     Outcome {
-        code: status.code(),
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
+        code: (out.code >= 0).then_some(out.code),
+        stdout: out.stdout,
+        stderr: out.stderr,
     }
 }
 
