@@ -755,6 +755,15 @@ impl Job {
             }
         };
         r.status = Some(status);
+        // The rank's last PMI messages (abort, finalize) may still sit in its
+        // socket: handle them before judging how it ended, or an abort would
+        // be reported as a plain non-zero exit.
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.read_conn(id);
+        }
+        self.pump_server();
+        let r = &mut self.ranks[rank];
         if let Some(fd) = r.pidfd.take() {
             let _ = self
                 .poll

@@ -177,11 +177,13 @@ fn export_and_environment() {
     assert_eq!(out.stdout, "x y\nx y\n");
 }
 
-#[test]
-fn sigint_to_the_launcher_reaches_every_rank() {
+/// Starts `oxmpirun -n 3` on a shell loop that records its pid and the
+/// signals it gets; returns the launcher and the scratch directory once every
+/// rank runs.
+fn start_trapping_job() -> (std::process::Child, std::path::PathBuf) {
     let dir = common::tempdir();
     let script = format!(
-        "trap 'echo got-int > {d}/int.$PMI_RANK; exit 3' INT; echo $$ > {d}/pid.$PMI_RANK; while true; do sleep 0.05; done",
+        "trap 'echo int > {d}/sig.$PMI_RANK; exit 3' INT; trap 'echo term > {d}/sig.$PMI_RANK; exit 3' TERM; echo $$ > {d}/pid.$PMI_RANK; while true; do sleep 0.05; done",
         d = dir.display()
     );
     let child = Command::new(oxmpirun())
@@ -190,7 +192,6 @@ fn sigint_to_the_launcher_reaches_every_rank() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until every rank has started.
     let t0 = Instant::now();
     while (0..3).any(|r| !dir.join(format!("pid.{r}")).exists()) {
         assert!(
@@ -199,26 +200,53 @@ fn sigint_to_the_launcher_reaches_every_rank() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let sent = Instant::now();
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::INT,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(sent.elapsed() < Duration::from_secs(3));
-    assert_eq!(out.status.code(), Some(130));
-    for r in 0..3 {
+    std::thread::sleep(Duration::from_millis(50));
+    (child, dir)
+}
+
+fn rank_pids(dir: &std::path::Path) -> Vec<i32> {
+    (0..3)
+        .map(|r| {
+            std::fs::read_to_string(dir.join(format!("pid.{r}")))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn sigint_and_sigterm_to_the_launcher_reach_every_rank() {
+    use rustix::process::{kill_process, Pid, Signal};
+    for (sig, name) in [(Signal::INT, "int"), (Signal::TERM, "term")] {
+        let (child, dir) = start_trapping_job();
+        let sent = Instant::now();
+        kill_process(Pid::from_child(&child), sig).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(sent.elapsed() < Duration::from_secs(3));
+        assert_eq!(out.status.code(), Some(128 + sig.as_raw()), "{name}");
+        for (r, pid) in rank_pids(&dir).into_iter().enumerate() {
+            let got = std::fs::read_to_string(dir.join(format!("sig.{r}"))).unwrap_or_default();
+            assert_eq!(got.trim(), name, "rank {r} did not get SIG{name}");
+            assert!(!pid_alive(pid), "rank {r} survived");
+        }
+    }
+}
+
+#[test]
+fn ranks_die_with_a_killed_launcher() {
+    let (mut child, dir) = start_trapping_job();
+    child.kill().unwrap(); // SIGKILL: the launcher cannot clean up itself
+    child.wait().unwrap();
+    let pids = rank_pids(&dir);
+    let t0 = Instant::now();
+    while pids.iter().any(|&p| pid_alive(p)) {
         assert!(
-            dir.join(format!("int.{r}")).exists(),
-            "rank {r} never saw SIGINT"
+            t0.elapsed() < Duration::from_secs(2),
+            "ranks outlived a SIGKILLed launcher: {pids:?}"
         );
-        let pid: i32 = std::fs::read_to_string(dir.join(format!("pid.{r}")))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(!pid_alive(pid));
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
