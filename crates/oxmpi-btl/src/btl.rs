@@ -1,0 +1,489 @@
+//! The BTL contract: what every byte transfer layer offers the layers above.
+//!
+//! Seed 001's interface, in Rust form:
+//!
+//! | seed 001 | here |
+//! |---|---|
+//! | `btl_add_procs` / `btl_del_procs` | [`Btl::add_peer`] (from the peer's business card; binds nothing yet) / [`Btl::del_peer`] |
+//! | `btl_register` (active-message callbacks) | the [`BtlSink`] given to [`Btl::progress`]: every fragment goes to `on_recv` with its [`AmTag`] |
+//! | `btl_alloc` / `btl_free` | [`Btl::alloc`] / [`Btl::free`] (a [`Descriptor`] owning a BTL buffer) |
+//! | `btl_prepare_src` | [`Btl::prepare_src`] (header room + the user's data, referenced in place when the BTL can) |
+//! | `btl_prepare_dst` | [`Btl::register_mem`] with [`Access::REMOTE_WRITE`] (as Open MPI 2+ did) |
+//! | `btl_send` / `btl_sendi` | [`Btl::send`] / [`Btl::sendi`] |
+//! | `btl_put` / `btl_get` | [`Btl::put`] / [`Btl::get`] |
+//! | `btl_register_mem` / `btl_deregister_mem` | [`Btl::register_mem`] / [`Btl::deregister_mem`] |
+//! | `get_description` / `match_description` (seed 002) | [`Btl::business_card`] / [`Btl::add_peer`] |
+//!
+//! Typed tokens replace `void *cbdata`: the caller names each operation with
+//! a [`Token`] and gets exactly one [`BtlSink::on_complete`] for it (unless
+//! the call answered [`SendOutcome::Done`]).
+//!
+//! Back-pressure: a BTL without resources answers [`BtlError::NoResource`]
+//! and hands the caller's descriptor back; the caller queues the operation
+//! and re-drives it from progress. A BTL never grows memory to absorb load
+//! and never drops a fragment.
+//!
+//! Ordering: fragments sent on one endpoint are delivered in order
+//! (`on_recv` in send order) unless the BTL's [`Caps`] lack
+//! [`Caps::ORDERED`]; RDMA completions carry no ordering with sends.
+
+use crate::mem::MemRegion;
+
+/// Active-message tag: which of the caller's handlers a fragment goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AmTag(pub u8);
+
+/// A BTL's handle for one peer: an index into that BTL's endpoint table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Endpoint(pub u32);
+
+/// The caller's name for an operation, returned in its completion (the PML
+/// encodes a slab index and a generation, so a stale token is detected).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Token(pub u64);
+
+/// What a BTL implements. Advertised flags must match exactly the
+/// operations that work: a flag without a working operation is a bug the
+/// conformance suite catches, and so is a working operation without its flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Caps(u32);
+
+impl Caps {
+    /// `send` of descriptors.
+    pub const SEND: Caps = Caps(1);
+    /// `sendi`: small sends completed on return.
+    pub const SENDI: Caps = Caps(1 << 1);
+    /// `put` (RDMA write).
+    pub const PUT: Caps = Caps(1 << 2);
+    /// `get` (RDMA read).
+    pub const GET: Caps = Caps(1 << 3);
+    /// `prepare_src` references user memory in place instead of copying.
+    pub const SEND_INPLACE: Caps = Caps(1 << 4);
+    /// Fragments on one endpoint arrive in send order.
+    pub const ORDERED: Caps = Caps(1 << 5);
+    /// No flag.
+    pub const NONE: Caps = Caps(0);
+
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: Caps) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Both sets of flags.
+    pub const fn union(self, other: Caps) -> Caps {
+        Caps(self.0 | other.0)
+    }
+
+    /// The raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl std::ops::BitOr for Caps {
+    type Output = Caps;
+    fn bitor(self, rhs: Caps) -> Caps {
+        self.union(rhs)
+    }
+}
+
+/// Access rights asked of a registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Access(u8);
+
+impl Access {
+    /// Peers may read it (the source of their get).
+    pub const REMOTE_READ: Access = Access(1);
+    /// Peers may write it (the target of their put).
+    pub const REMOTE_WRITE: Access = Access(2);
+    /// This process writes it (the local side of a get).
+    pub const LOCAL_WRITE: Access = Access(4);
+
+    /// Whether every right of `other` is included.
+    pub const fn contains(self, other: Access) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, rhs: Access) -> Access {
+        Access(self.0 | rhs.0)
+    }
+}
+
+/// The limits and weights of one BTL module, as MCA parameters
+/// `btl_<name>_<limit>` (registered by [`Limits::register`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest eager message including the PML header.
+    pub eager_limit: usize,
+    /// Data sent with a rendezvous header (the first fragment of a
+    /// pipeline); the PML uses `min(eager_limit, rndv_eager_limit)`.
+    pub rndv_eager_limit: usize,
+    /// Largest fragment of the send/receive pipeline, header included.
+    pub max_send_size: usize,
+    /// Largest `sendi`, header included.
+    pub max_sendi_size: usize,
+    /// Tail of an RDMA-pipelined message sent by send/receive.
+    pub rdma_pipeline_send_length: usize,
+    /// Size of each put of the RDMA pipeline.
+    pub rdma_pipeline_frag_size: usize,
+    /// Messages up to this size use RDMA directly, not the RDMA pipeline.
+    pub min_rdma_pipeline_size: usize,
+    /// Higher wins: a peer reachable by a BTL of higher exclusivity uses
+    /// only the BTLs of that exclusivity for eager messages.
+    pub exclusivity: u32,
+    /// Relative latency (lower is better), for ordering eager BTLs.
+    pub latency: u32,
+    /// Bandwidth in MB/s, the weight for striping.
+    pub bandwidth: u32,
+}
+
+impl Limits {
+    /// The limit parameters in the order [`Limits::register`] registers
+    /// them: `(suffix, is_size, help)`.
+    pub const PARAMS: [(&'static str, bool, &'static str); 10] = [
+        (
+            "eager_limit",
+            true,
+            "largest eager message, PML header included",
+        ),
+        (
+            "rndv_eager_limit",
+            true,
+            "data carried by a rendezvous header",
+        ),
+        (
+            "max_send_size",
+            true,
+            "largest send/receive pipeline fragment",
+        ),
+        ("max_sendi_size", true, "largest immediate send (sendi)"),
+        (
+            "rdma_pipeline_send_length",
+            true,
+            "tail of an RDMA-pipelined message sent by send/receive",
+        ),
+        (
+            "rdma_pipeline_frag_size",
+            true,
+            "size of each put of the RDMA pipeline",
+        ),
+        (
+            "min_rdma_pipeline_size",
+            true,
+            "messages up to this size use RDMA directly",
+        ),
+        (
+            "exclusivity",
+            false,
+            "priority among BTLs reaching the same peer (higher wins)",
+        ),
+        ("latency", false, "relative latency, lower is better"),
+        (
+            "bandwidth",
+            false,
+            "bandwidth in MB/s: the weight for striping",
+        ),
+    ];
+
+    fn values(&self) -> [u64; 10] {
+        [
+            self.eager_limit as u64,
+            self.rndv_eager_limit as u64,
+            self.max_send_size as u64,
+            self.max_sendi_size as u64,
+            self.rdma_pipeline_send_length as u64,
+            self.rdma_pipeline_frag_size as u64,
+            self.min_rdma_pipeline_size as u64,
+            u64::from(self.exclusivity),
+            u64::from(self.latency),
+            u64::from(self.bandwidth),
+        ]
+    }
+
+    /// Registers `btl_<btl>_<limit>` for every limit, with these defaults.
+    pub fn register(
+        &self,
+        reg: &mut oxmpi_runtime::mca::Registry,
+        btl: &str,
+    ) -> Result<(), oxmpi_runtime::mca::McaError> {
+        use oxmpi_runtime::mca::ParamSpec;
+        for ((suffix, is_size, help), default) in Self::PARAMS.iter().zip(self.values()) {
+            let spec = if *is_size {
+                ParamSpec::size("btl", btl, suffix, default)
+            } else {
+                ParamSpec::int("btl", btl, suffix, default as i64)
+            };
+            reg.register(spec.level(5).help(*help))?;
+        }
+        Ok(())
+    }
+
+    /// Reads the values of a resolved registry (after [`Limits::register`]).
+    pub fn from_registry(
+        reg: &oxmpi_runtime::mca::Registry,
+        btl: &str,
+    ) -> Result<Limits, oxmpi_runtime::mca::McaError> {
+        let mut v = [0u64; 10];
+        for (slot, (suffix, is_size, _)) in v.iter_mut().zip(Self::PARAMS.iter()) {
+            let name = format!("btl_{btl}_{suffix}");
+            *slot = if *is_size {
+                reg.get_size(&name)?
+            } else {
+                reg.get_int(&name)?.max(0) as u64
+            };
+        }
+        let us = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        let u32_ = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
+        Ok(Limits {
+            eager_limit: us(v[0]),
+            rndv_eager_limit: us(v[1]),
+            max_send_size: us(v[2]),
+            max_sendi_size: us(v[3]),
+            rdma_pipeline_send_length: us(v[4]),
+            rdma_pipeline_frag_size: us(v[5]),
+            min_rdma_pipeline_size: us(v[6]),
+            exclusivity: u32_(v[7]),
+            latency: u32_(v[8]),
+            bandwidth: u32_(v[9]),
+        })
+    }
+}
+
+/// What a BTL learns of a peer when asked whether it can reach it.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerInfo<'a> {
+    /// The peer's rank in the job.
+    pub rank: u32,
+    /// Whether the peer shares this node.
+    pub local: bool,
+    /// The peer's business card for this BTL, if it published one.
+    pub card: Option<&'a [u8]>,
+}
+
+/// A remote key: what a peer needs to reach registered memory, small and
+/// fixed-size so it travels in a PML header without allocation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RemoteKey {
+    len: u8,
+    bytes: [u8; RemoteKey::MAX],
+}
+
+impl std::fmt::Debug for RemoteKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteKey({:02x?})", self.as_bytes())
+    }
+}
+
+impl RemoteKey {
+    /// The largest key any BTL may use.
+    pub const MAX: usize = 40;
+
+    /// A key from bytes; `None` when longer than [`RemoteKey::MAX`].
+    pub fn new(bytes: &[u8]) -> Option<RemoteKey> {
+        if bytes.len() > Self::MAX {
+            return None;
+        }
+        let mut k = RemoteKey {
+            len: bytes.len() as u8,
+            bytes: [0; Self::MAX],
+        };
+        k.bytes[..bytes.len()].copy_from_slice(bytes);
+        Some(k)
+    }
+
+    /// The key's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// A registration of local memory with one BTL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// The BTL's handle, for [`Btl::deregister_mem`].
+    pub id: RegId,
+    /// The registered memory.
+    pub region: MemRegion,
+    /// What a peer needs to reach it (travels in RGET/PUT headers).
+    pub key: RemoteKey,
+}
+
+/// A BTL's registration handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RegId(pub u64);
+
+/// The result of a send that was accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Done on return: the data was copied out; no completion will follow.
+    Done,
+    /// In flight: [`BtlSink::on_complete`] reports it, once, later.
+    Pending,
+}
+
+/// Why a BTL operation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BtlError {
+    /// Out of resources right now: queue the operation and re-drive it
+    /// from progress.
+    #[error("no resources right now (retry from progress)")]
+    NoResource,
+    /// The peer is gone (its process exited or its connection failed).
+    #[error("peer on endpoint {0:?} is gone: {1}")]
+    PeerGone(Endpoint, String),
+    /// The operation exceeds a limit of this BTL.
+    #[error("{what} of {len} bytes exceeds this BTL's limit of {limit}")]
+    TooLarge {
+        /// Which operation.
+        what: &'static str,
+        /// Requested length.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The BTL does not implement this operation (its caps say so).
+    #[error("{0} is not supported by this BTL")]
+    Unsupported(&'static str),
+    /// A bad argument: unknown endpoint, a remote key or offset that does
+    /// not fit, a malformed business card.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// A system call failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Where a BTL's progress delivers what happened: the Rust form of
+/// `btl_register`'s callbacks and of descriptors' completion callbacks.
+pub trait BtlSink {
+    /// A fragment arrived on `ep` for handler `tag`. `data` is valid only
+    /// during this call (it may live in a shared-memory ring).
+    fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]);
+    /// An operation named by `token` finished (a `Pending` send, a put or
+    /// a get), successfully or not. Called exactly once per such token.
+    fn on_complete(&mut self, token: Token, result: Result<(), BtlError>);
+    /// The peer on `ep` is gone; operations in flight to it complete with
+    /// errors through `on_complete`.
+    fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError);
+}
+
+/// A send descriptor: a BTL-owned buffer for headers and packed data, and
+/// possibly a reference to the user's data sent in place after it.
+#[derive(Debug)]
+pub struct Descriptor {
+    /// The endpoint it was prepared for.
+    pub ep: Endpoint,
+    /// The BTL-owned bytes (header first).
+    pub buf: Vec<u8>,
+    /// User data sent in place after `buf` ([`Caps::SEND_INPLACE`]).
+    pub inplace: Option<MemRegion>,
+}
+
+impl Descriptor {
+    /// Total bytes this descriptor sends.
+    pub fn len(&self) -> usize {
+        self.buf.len() + self.inplace.map_or(0, |r| r.len())
+    }
+
+    /// Whether it sends nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A byte transfer layer module: one transport instance (for example one
+/// network interface, or the shared-memory transport of this rank).
+///
+/// Methods take `&mut self`: a BTL is driven by one thread at a time (the
+/// PML serialises access). No method blocks.
+pub trait Btl {
+    /// The component name (`self`, `sm`, `tcp`, `sim`).
+    fn name(&self) -> &'static str;
+
+    /// What this module implements.
+    fn caps(&self) -> Caps;
+
+    /// This module's limits.
+    fn limits(&self) -> &Limits;
+
+    /// This rank's business card for the modex (seed 002's
+    /// `get_description`): what peers need to reach it.
+    fn business_card(&self) -> Vec<u8>;
+
+    /// Whether this module can reach a peer (seed 002's
+    /// `match_description`): `Some(endpoint)` if so. Only records what the
+    /// card says; any connection is made lazily, on first use.
+    fn add_peer(&mut self, peer: &PeerInfo<'_>) -> Result<Option<Endpoint>, BtlError>;
+
+    /// Forgets a peer; operations in flight to it complete with errors.
+    fn del_peer(&mut self, ep: Endpoint);
+
+    /// A descriptor with `len` writable bytes (header and packed data).
+    fn alloc(&mut self, ep: Endpoint, len: usize) -> Result<Descriptor, BtlError>;
+
+    /// Returns an unsent descriptor's resources.
+    fn free(&mut self, desc: Descriptor);
+
+    /// A descriptor with `reserve` writable bytes for headers followed by
+    /// `data`: referenced in place when [`Caps::SEND_INPLACE`], else copied.
+    fn prepare_src(
+        &mut self,
+        ep: Endpoint,
+        reserve: usize,
+        data: MemRegion,
+    ) -> Result<Descriptor, BtlError>;
+
+    /// Sends a descriptor to handler `tag`. On [`BtlError::NoResource`] the
+    /// descriptor comes back with the error, for the caller to retry.
+    fn send(
+        &mut self,
+        desc: Descriptor,
+        tag: AmTag,
+        token: Token,
+    ) -> Result<SendOutcome, (Descriptor, BtlError)>;
+
+    /// Sends the concatenation of `parts` to handler `tag`, complete on
+    /// return, or fails with [`BtlError::NoResource`] having sent nothing.
+    fn sendi(&mut self, ep: Endpoint, tag: AmTag, parts: &[&[u8]]) -> Result<(), BtlError>;
+
+    /// Registers memory for RDMA.
+    fn register_mem(&mut self, region: MemRegion, access: Access)
+        -> Result<Registration, BtlError>;
+
+    /// Ends a registration.
+    fn deregister_mem(&mut self, id: RegId);
+
+    /// RDMA write of `local` into the peer's registered memory `remote`
+    /// at `remote_offset`.
+    fn put(
+        &mut self,
+        ep: Endpoint,
+        local: MemRegion,
+        remote: &RemoteKey,
+        remote_offset: usize,
+        token: Token,
+    ) -> Result<(), BtlError>;
+
+    /// RDMA read of the peer's registered memory `remote` at
+    /// `remote_offset` into `local`.
+    fn get(
+        &mut self,
+        ep: Endpoint,
+        local: MemRegion,
+        remote: &RemoteKey,
+        remote_offset: usize,
+        token: Token,
+    ) -> Result<(), BtlError>;
+
+    /// Makes progress: delivers arrived fragments and completions to `sink`.
+    /// Returns how many events it delivered.
+    fn progress<S: BtlSink>(&mut self, sink: &mut S) -> usize;
+
+    /// Whether this module has anything in flight or pending that progress
+    /// must drive (the progress engine polls only modules that do, and those
+    /// that can receive).
+    fn has_work(&self) -> bool;
+}

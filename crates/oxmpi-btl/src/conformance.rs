@@ -1,0 +1,639 @@
+//! The conformance suite every BTL must pass (rustls-style: the same checks
+//! run once per transport).
+//!
+//! A test builds a fresh [`Pair`] per check: two modules that reach each
+//! other (or one module that reaches itself, for `self`), driven in one
+//! process. The suite checks that advertised capabilities match working
+//! operations, sends of every size class with content and tags intact,
+//! per-endpoint ordering, back-pressure (`NoResource` then delivery of
+//! everything exactly once), one completion per token, RDMA up to 64 MiB,
+//! and that stale or forged remote keys are errors.
+//!
+//! Panics (with a message naming the check and the BTL) on any violation.
+
+use std::collections::HashMap;
+
+use crate::btl::{
+    Access, AmTag, Btl, BtlError, BtlSink, Caps, Endpoint, PeerInfo, SendOutcome, Token,
+};
+use crate::mem::MemRegion;
+
+/// One module and its endpoint to the other side.
+pub struct Side<B> {
+    /// The module.
+    pub btl: B,
+    /// Its endpoint for the other side.
+    pub ep: Endpoint,
+}
+
+/// What a check runs on.
+pub enum Pair<B> {
+    /// One module reaching itself (the `self` BTL).
+    Loopback(Side<B>),
+    /// Two modules reaching each other.
+    Two(Side<B>, Side<B>),
+    /// Two modules and a clock, advanced after each round of progress (the
+    /// simulated BTL's virtual time).
+    Clocked(Side<B>, Side<B>, Box<dyn FnMut()>),
+}
+
+/// Records everything a module's progress delivers.
+#[derive(Default, Debug)]
+pub struct Recorder {
+    /// Fragments received, in order.
+    pub recvs: Vec<(Endpoint, AmTag, Vec<u8>)>,
+    /// Completions per token.
+    pub completions: HashMap<Token, Vec<Result<(), BtlError>>>,
+    /// Peers reported lost.
+    pub lost: Vec<Endpoint>,
+}
+
+impl BtlSink for Recorder {
+    fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]) {
+        self.recvs.push((ep, tag, data.to_vec()));
+    }
+    fn on_complete(&mut self, token: Token, result: Result<(), BtlError>) {
+        self.completions.entry(token).or_default().push(result);
+    }
+    fn on_peer_lost(&mut self, ep: Endpoint, _why: &BtlError) {
+        self.lost.push(ep);
+    }
+}
+
+impl<B: Btl> Pair<B> {
+    fn sender(&mut self) -> &mut Side<B> {
+        match self {
+            Pair::Loopback(s) | Pair::Two(s, _) | Pair::Clocked(s, _, _) => s,
+        }
+    }
+
+    /// Progresses both sides for a few rounds (after NoResource: the
+    /// resource may be freed by progress, or the refusal was transient).
+    fn pump(&mut self, tx: &mut Recorder, rx: &mut Recorder) {
+        let mut rounds = 0;
+        self.drive(tx, rx, "pump", |_, _| {
+            rounds += 1;
+            rounds > 4
+        });
+    }
+
+    /// Progresses both sides until `done(sender_rec, receiver_rec)` holds,
+    /// or panics after `limit` rounds without it.
+    fn drive(
+        &mut self,
+        tx: &mut Recorder,
+        rx: &mut Recorder,
+        what: &str,
+        mut done: impl FnMut(&Recorder, &Recorder) -> bool,
+    ) {
+        for round in 0..2_000_000u64 {
+            if done(tx, rx) {
+                return;
+            }
+            match self {
+                Pair::Loopback(s) => {
+                    // One module is both ends: its events go to both views.
+                    let mut both = Recorder::default();
+                    s.btl.progress(&mut both);
+                    rx.recvs.extend(both.recvs);
+                    for (t, r) in both.completions {
+                        tx.completions.entry(t).or_default().extend(r);
+                    }
+                }
+                Pair::Two(a, b) => {
+                    a.btl.progress(tx);
+                    b.btl.progress(rx);
+                }
+                Pair::Clocked(a, b, tick) => {
+                    a.btl.progress(tx);
+                    b.btl.progress(rx);
+                    tick();
+                }
+            }
+            if round > 1000 {
+                std::thread::yield_now();
+            }
+        }
+        panic!("{what}: no progress after 2,000,000 rounds");
+    }
+}
+
+#[allow(unsafe_code)]
+fn region(v: &[u8]) -> MemRegion {
+    // SAFETY: every region made here outlives the operations given it: the
+    // checks below drive each operation to completion before the vector is
+    // dropped or touched again.
+    unsafe { MemRegion::from_slice(v) }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn sizes(max: usize) -> Vec<usize> {
+    let mut s = vec![
+        0, 1, 7, 8, 9, 48, 55, 56, 57, 63, 64, 65, 127, 128, 255, 256, 1000, 4095, 4096,
+    ];
+    let mut x = 8192;
+    while x < max {
+        s.push(x - 1);
+        s.push(x);
+        x *= 4;
+    }
+    s.push(max);
+    s.retain(|&v| v <= max);
+    s.sort_unstable();
+    s.dedup();
+    s
+}
+
+/// Runs every check, each on a fresh pair from `make`.
+pub fn run_all<B: Btl>(mut make: impl FnMut() -> Pair<B>) {
+    caps_match_operations(make());
+    sendi_every_size(make());
+    send_every_size(make());
+    ordering(make());
+    back_pressure(make());
+    rdma(make());
+    forged_and_stale_keys(make());
+}
+
+/// Advertised capabilities match the operations that work.
+pub fn caps_match_operations<B: Btl>(mut pair: Pair<B>) {
+    let s = pair.sender();
+    let name = s.btl.name();
+    let caps = s.btl.caps();
+    assert!(caps.contains(Caps::SEND), "{name}: every BTL sends");
+    let buf = vec![0u8; 8];
+    let r = s
+        .btl
+        .register_mem(region(&buf), Access::REMOTE_READ | Access::REMOTE_WRITE);
+    if caps.contains(Caps::PUT) || caps.contains(Caps::GET) {
+        let reg = r.unwrap_or_else(|e| panic!("{name}: RDMA caps but register_mem fails: {e}"));
+        s.btl.deregister_mem(reg.id);
+    }
+    let ep = s.ep;
+    let mut sendi = s.btl.sendi(ep, AmTag(1), &[b"x"]);
+    let (mut tx, mut rx) = (Recorder::default(), Recorder::default());
+    for _ in 0..100 {
+        if sendi != Err(BtlError::NoResource) {
+            break;
+        }
+        pair.pump(&mut tx, &mut rx);
+        let s = pair.sender();
+        sendi = s.btl.sendi(ep, AmTag(1), &[b"x"]);
+    }
+    if caps.contains(Caps::SENDI) {
+        assert!(
+            sendi.is_ok(),
+            "{name}: SENDI advertised but sendi fails: {sendi:?}"
+        );
+    } else {
+        assert!(
+            matches!(sendi, Err(BtlError::Unsupported(_))),
+            "{name}: sendi without SENDI must be Unsupported, got {sendi:?}"
+        );
+    }
+    let want = usize::from(caps.contains(Caps::SENDI));
+    pair.drive(&mut tx, &mut rx, "caps", |_, rx| rx.recvs.len() >= want);
+}
+
+/// `sendi` of every size class up to `max_sendi_size`, content and tag intact.
+pub fn sendi_every_size<B: Btl>(mut pair: Pair<B>) {
+    let s = pair.sender();
+    if !s.btl.caps().contains(Caps::SENDI) {
+        return;
+    }
+    let name = s.btl.name();
+    let max = s.btl.limits().max_sendi_size;
+    let sizes = sizes(max);
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    for (i, &len) in sizes.iter().enumerate() {
+        let data = pattern(len, i as u8);
+        // Split in two parts to check gathering.
+        let (a, b) = data.split_at(len / 3);
+        loop {
+            let s = pair.sender();
+            match s.btl.sendi(s.ep, AmTag(i as u8), &[a, b]) {
+                Ok(()) => break,
+                Err(BtlError::NoResource) => {
+                    pair.pump(&mut tx, &mut rx);
+                }
+                Err(e) => panic!("{name}: sendi of {len} bytes failed: {e}"),
+            }
+        }
+    }
+    let n = sizes.len();
+    pair.drive(&mut tx, &mut rx, "sendi", |_, rx| rx.recvs.len() >= n);
+    if !pair.sender().btl.caps().contains(Caps::ORDERED) {
+        rx.recvs.sort_by_key(|(_, t, _)| t.0);
+    }
+    for (i, (&len, (_, tag, data))) in sizes.iter().zip(&rx.recvs).enumerate() {
+        assert_eq!(*tag, AmTag(i as u8), "{name}: tag of the {len}-byte sendi");
+        assert!(
+            *data == pattern(len, i as u8),
+            "{name}: content of the {len}-byte sendi"
+        );
+    }
+    let s = pair.sender();
+    let too_big = vec![0u8; max + 1];
+    assert!(
+        matches!(
+            s.btl.sendi(s.ep, AmTag(0), &[&too_big]),
+            Err(BtlError::TooLarge { .. })
+        ),
+        "{name}: a sendi over max_sendi_size must be TooLarge"
+    );
+}
+
+/// `alloc`+`send` and `prepare_src`+`send` of every size class up to
+/// `max_send_size`; every `Pending` send completes exactly once.
+pub fn send_every_size<B: Btl>(mut pair: Pair<B>) {
+    let name = pair.sender().btl.name();
+    let max = pair.sender().btl.limits().max_send_size;
+    let sizes = sizes(max);
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    let mut pending = Vec::new();
+    let mut expect = Vec::new();
+    let mut keep = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        for prepared in [false, true] {
+            let seed = (2 * i + usize::from(prepared)) as u8;
+            let data = pattern(len, seed);
+            let token = Token(expect.len() as u64);
+            loop {
+                let s = pair.sender();
+                let ep = s.ep;
+                let desc = if prepared {
+                    let hdr = len.min(8);
+                    let d = s.btl.prepare_src(ep, hdr, region(&data[hdr..]));
+                    d.map(|mut d| {
+                        d.buf[..hdr].copy_from_slice(&data[..hdr]);
+                        d
+                    })
+                } else {
+                    s.btl.alloc(ep, len).map(|mut d| {
+                        d.buf[..len].copy_from_slice(&data);
+                        d
+                    })
+                };
+                let desc = match desc {
+                    Ok(d) => d,
+                    Err(BtlError::NoResource) => {
+                        pair.pump(&mut tx, &mut rx);
+                        continue;
+                    }
+                    Err(e) => panic!("{name}: preparing {len} bytes failed: {e}"),
+                };
+                match pair.sender().btl.send(desc, AmTag(seed), token) {
+                    Ok(SendOutcome::Done) => break,
+                    Ok(SendOutcome::Pending) => {
+                        pending.push(token);
+                        break;
+                    }
+                    Err((d, BtlError::NoResource)) => {
+                        pair.sender().btl.free(d);
+                        pair.pump(&mut tx, &mut rx);
+                    }
+                    Err((_, e)) => panic!("{name}: send of {len} bytes failed: {e}"),
+                }
+            }
+            expect.push((AmTag(seed), data.clone()));
+            keep.push(data);
+        }
+    }
+    let n = expect.len();
+    pair.drive(&mut tx, &mut rx, "send", |tx, rx| {
+        rx.recvs.len() >= n && pending.iter().all(|t| tx.completions.contains_key(t))
+    });
+    if !pair.sender().btl.caps().contains(Caps::ORDERED) {
+        expect.sort_by_key(|(t, _)| t.0);
+        rx.recvs.sort_by_key(|(_, t, _)| t.0);
+    }
+    for ((tag, want), (_, got_tag, got)) in expect.iter().zip(&rx.recvs) {
+        assert_eq!(tag, got_tag, "{name}: tag of a {}-byte send", want.len());
+        assert!(want == got, "{name}: content of a {}-byte send", want.len());
+    }
+    for (t, results) in &tx.completions {
+        assert_eq!(
+            results.len(),
+            1,
+            "{name}: token {t:?} completed {} times",
+            results.len()
+        );
+        assert!(
+            pending.contains(t),
+            "{name}: completion for a Done send {t:?}"
+        );
+    }
+    drop(keep);
+}
+
+/// Fragments on one endpoint arrive in send order (when the module
+/// advertises [`Caps::ORDERED`]).
+pub fn ordering<B: Btl>(mut pair: Pair<B>) {
+    let name = pair.sender().btl.name();
+    if !pair.sender().btl.caps().contains(Caps::ORDERED) {
+        return;
+    }
+    let count = 5000u32;
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    let mut i = 0;
+    while i < count {
+        let s = pair.sender();
+        let ep = s.ep;
+        let r = match s.btl.alloc(ep, 4) {
+            Ok(mut d) => {
+                d.buf.copy_from_slice(&i.to_le_bytes());
+                s.btl
+                    .send(d, AmTag(7), Token(u64::from(i)))
+                    .map_err(|(d, e)| {
+                        s.btl.free(d);
+                        e
+                    })
+            }
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(_) => i += 1,
+            Err(BtlError::NoResource) => {
+                pair.pump(&mut tx, &mut rx);
+            }
+            Err(e) => panic!("{name}: send {i} failed: {e}"),
+        }
+    }
+    pair.drive(&mut tx, &mut rx, "ordering", |_, rx| {
+        rx.recvs.len() >= count as usize
+    });
+    for (k, (_, _, d)) in rx.recvs.iter().enumerate() {
+        let got = u32::from_le_bytes(d[..4].try_into().unwrap());
+        assert_eq!(got, k as u32, "{name}: fragment {k} arrived out of order");
+    }
+}
+
+/// Sending without progress ends in `NoResource` (memory does not grow
+/// without bound), and after progress everything arrives exactly once.
+pub fn back_pressure<B: Btl>(mut pair: Pair<B>) {
+    let name = pair.sender().btl.name();
+    let len = pair.sender().btl.limits().eager_limit.min(4096);
+    let mut sent = 0usize;
+    // More than 256 MiB queued without progress is not a bounded queue.
+    let limit = (256usize << 20) / len.max(1);
+    // A full BTL refuses every time; a transient refusal (injected by the
+    // simulator) does not: only a run of refusals counts as full.
+    let mut refusals = 0;
+    while refusals < 50 {
+        let s = pair.sender();
+        let ep = s.ep;
+        let d = match s.btl.alloc(ep, len) {
+            Ok(d) => d,
+            Err(BtlError::NoResource) => {
+                refusals += 1;
+                continue;
+            }
+            Err(e) => panic!("{name}: alloc failed: {e}"),
+        };
+        match s.btl.send(d, AmTag(3), Token(sent as u64)) {
+            Ok(_) => {
+                sent += 1;
+                refusals = 0;
+            }
+            Err((d, BtlError::NoResource)) => {
+                s.btl.free(d);
+                refusals += 1;
+            }
+            Err((_, e)) => panic!("{name}: send failed: {e}"),
+        }
+        assert!(
+            sent < limit,
+            "{name}: {limit} sends of {len} bytes accepted without progress: unbounded queue"
+        );
+    }
+    assert!(sent > 0, "{name}: not even one send accepted");
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    pair.drive(&mut tx, &mut rx, "back-pressure drain", |_, rx| {
+        rx.recvs.len() >= sent
+    });
+    // Nothing more arrives: no duplicate.
+    for _ in 0..100 {
+        match &mut pair {
+            Pair::Loopback(s) => {
+                s.btl.progress(&mut rx);
+            }
+            Pair::Two(a, b) => {
+                a.btl.progress(&mut tx);
+                b.btl.progress(&mut rx);
+            }
+            Pair::Clocked(a, b, tick) => {
+                a.btl.progress(&mut tx);
+                b.btl.progress(&mut rx);
+                tick();
+            }
+        }
+    }
+    assert_eq!(
+        rx.recvs.len(),
+        sent,
+        "{name}: fragments lost or duplicated under back-pressure"
+    );
+}
+
+/// Put and get up to 64 MiB, data checked; each completes exactly once.
+pub fn rdma<B: Btl>(mut pair: Pair<B>) {
+    let caps = pair.sender().btl.caps();
+    if !caps.contains(Caps::PUT) && !caps.contains(Caps::GET) {
+        return;
+    }
+    let name = pair.sender().btl.name();
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    let mut token = 0u64;
+    for len in [0usize, 1, 4096, 65536 + 3, 1 << 20, 64 << 20] {
+        for op_is_put in [true, false] {
+            if (op_is_put && !caps.contains(Caps::PUT)) || (!op_is_put && !caps.contains(Caps::GET))
+            {
+                continue;
+            }
+            let local = if op_is_put {
+                pattern(len, 11)
+            } else {
+                vec![0u8; len]
+            };
+            let remote = if op_is_put {
+                vec![0u8; len + 16]
+            } else {
+                pattern(len + 16, 13)
+            };
+            // The remote side registers its memory (for a pair, the other module).
+            let reg = match &mut pair {
+                Pair::Loopback(s) => s
+                    .btl
+                    .register_mem(region(&remote), Access::REMOTE_WRITE | Access::REMOTE_READ),
+                Pair::Two(_, b) | Pair::Clocked(_, b, _) => b
+                    .btl
+                    .register_mem(region(&remote), Access::REMOTE_WRITE | Access::REMOTE_READ),
+            }
+            .unwrap_or_else(|e| panic!("{name}: register {len} bytes: {e}"));
+            token += 1;
+            let t = Token(token);
+            loop {
+                let s = pair.sender();
+                let ep = s.ep;
+                let r = if op_is_put {
+                    s.btl.put(ep, region(&local), &reg.key, 16, t)
+                } else {
+                    s.btl.get(ep, region(&local), &reg.key, 16, t)
+                };
+                match r {
+                    Ok(()) => break,
+                    Err(BtlError::NoResource) => pair.pump(&mut tx, &mut rx),
+                    Err(e) => panic!("{name}: rdma of {len} bytes: {e}"),
+                }
+            }
+            pair.drive(&mut tx, &mut rx, "rdma", |tx, _| {
+                tx.completions.contains_key(&t)
+            });
+            let results = &tx.completions[&t];
+            assert_eq!(
+                results.len(),
+                1,
+                "{name}: rdma token completed {} times",
+                results.len()
+            );
+            assert!(
+                results[0].is_ok(),
+                "{name}: rdma of {len} bytes: {:?}",
+                results[0]
+            );
+            if op_is_put {
+                assert!(
+                    remote[16..] == local[..],
+                    "{name}: put of {len} bytes: data differ"
+                );
+            } else {
+                assert!(
+                    local[..] == remote[16..],
+                    "{name}: get of {len} bytes: data differ"
+                );
+            }
+            match &mut pair {
+                Pair::Loopback(s) => s.btl.deregister_mem(reg.id),
+                Pair::Two(_, b) | Pair::Clocked(_, b, _) => b.btl.deregister_mem(reg.id),
+            }
+        }
+    }
+}
+
+/// A key for a deregistered region, a forged key and an offset past the end
+/// are errors, never memory accesses.
+pub fn forged_and_stale_keys<B: Btl>(mut pair: Pair<B>) {
+    let caps = pair.sender().btl.caps();
+    if !caps.contains(Caps::PUT) {
+        return;
+    }
+    let name = pair.sender().btl.name();
+    let remote = vec![0u8; 64];
+    let local = pattern(64, 1);
+    let reg = match &mut pair {
+        Pair::Loopback(s) => s.btl.register_mem(region(&remote), Access::REMOTE_WRITE),
+        Pair::Two(_, b) | Pair::Clocked(_, b, _) => {
+            b.btl.register_mem(region(&remote), Access::REMOTE_WRITE)
+        }
+    }
+    .unwrap();
+    let s = pair.sender();
+    let ep = s.ep;
+    let past = s.btl.put(ep, region(&local), &reg.key, 1, Token(1));
+    let forged = crate::btl::RemoteKey::new(&[0xee; 16]).unwrap();
+    let bad = s.btl.put(ep, region(&local), &forged, 0, Token(2));
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    // Errors may be reported synchronously or as a failed completion.
+    for (what, r, t) in [
+        ("an offset past the end", past, Token(1)),
+        ("a forged key", bad, Token(2)),
+    ] {
+        if r.is_ok() {
+            pair.drive(&mut tx, &mut rx, what, |tx, _| {
+                tx.completions.contains_key(&t)
+            });
+            assert!(
+                tx.completions[&t][0].is_err(),
+                "{name}: put with {what} succeeded"
+            );
+        }
+    }
+    match &mut pair {
+        Pair::Loopback(s) => s.btl.deregister_mem(reg.id),
+        Pair::Two(_, b) | Pair::Clocked(_, b, _) => b.btl.deregister_mem(reg.id),
+    }
+    let s = pair.sender();
+    let stale = s.btl.put(ep, region(&local), &reg.key, 0, Token(3));
+    if stale.is_ok() {
+        pair.drive(&mut tx, &mut rx, "stale key", |tx, _| {
+            tx.completions.contains_key(&Token(3))
+        });
+        assert!(
+            tx.completions[&Token(3)][0].is_err(),
+            "{name}: put to a deregistered key succeeded"
+        );
+    }
+    assert!(
+        remote.iter().all(|&b| b == 0),
+        "{name}: a rejected put wrote memory"
+    );
+}
+
+/// A pair of one `self` module reaching itself (for the suite's own tests).
+pub fn self_pair() -> Pair<crate::self_btl::SelfBtl> {
+    let mut btl = crate::self_btl::SelfBtl::new(0, crate::self_btl::DEFAULT_LIMITS);
+    let ep = btl
+        .add_peer(&PeerInfo {
+            rank: 0,
+            local: true,
+            card: None,
+        })
+        .unwrap()
+        .expect("self reaches itself");
+    Pair::Loopback(Side { btl, ep })
+}
+
+/// A pair of simulated modules (ranks 0 and 1) on a fresh [`crate::sim::SimNet`],
+/// with the clock advancing to the next event after each round.
+pub fn sim_pair(cfg: crate::sim::SimConfig) -> Pair<crate::sim::SimBtl> {
+    let net = crate::sim::SimNet::new(cfg);
+    let mut a = net.module(0);
+    let mut b = net.module(1);
+    let card_a = a.business_card();
+    let card_b = b.business_card();
+    let ab = a
+        .add_peer(&PeerInfo {
+            rank: 1,
+            local: false,
+            card: Some(&card_b),
+        })
+        .unwrap()
+        .expect("sim reaches every rank");
+    let ba = b
+        .add_peer(&PeerInfo {
+            rank: 0,
+            local: false,
+            card: Some(&card_a),
+        })
+        .unwrap()
+        .expect("sim reaches every rank");
+    let clock = net.clone();
+    Pair::Clocked(
+        Side { btl: a, ep: ab },
+        Side { btl: b, ep: ba },
+        Box::new(move || {
+            clock.advance_to_next();
+        }),
+    )
+}

@@ -1,0 +1,26 @@
+//! oxmpi byte transfer layers (BTLs): how bytes move between two ranks.
+//!
+//! * [`btl`]: the contract every BTL implements (seed 001's interface in
+//!   Rust form: typed endpoints, tokens and descriptors, capability flags,
+//!   limits as MCA parameters, back-pressure as `NoResource`).
+//! * [`mem`]: memory regions handed to transfers (the one `unsafe` promise).
+//! * [`conformance`]: the suite every BTL must pass.
+//! * [`self_btl`]: the `self` BTL.
+//! * [`sim`]: a simulated BTL (virtual time, seeded faults) for testing the
+//!   layers above in one process.
+//! * [`sm`]: shared-memory building blocks (segment, lock-free rings) and
+//!   [`cma`]: single-copy transfers between processes. (The sm BTL itself
+//!   and tcp are still to come: issue 4 is in progress.)
+//!
+//! Layer rule: this crate depends on `oxmpi-runtime` only; it knows nothing
+//! of the PML, matching or MPI semantics. `unsafe` is allowed only in the
+//! modules that touch shared memory or other processes' memory.
+#![deny(unsafe_code)]
+
+pub mod btl;
+pub mod cma;
+pub mod conformance;
+pub mod mem;
+pub mod self_btl;
+pub mod sim;
+pub mod sm;

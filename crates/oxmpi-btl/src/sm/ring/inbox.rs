@@ -1,0 +1,329 @@
+//! The inbox: one receiver's set of rings, one per possible local sender,
+//! and the list of senders that have ever attached, so that the receiver
+//! polls only rings that can hold something.
+//!
+//! # Layout (offsets in bytes from the inbox's start)
+//!
+//! ```text
+//!   0  magic u64 @0, sender count u64 @8, ring capacity u64 @16 (read-only)
+//!  64  active count u64 (its own line; senders bump it once each)
+//! 128  active slots: one u64 per sender, `sender + 1` once written, 0 before;
+//!      rounded up to 128 bytes
+//!  R = 128 + round_up(8 n, 128): ring i at R + i * Ring::required_bytes(cap)
+//! ```
+//!
+//! Registration: the first [`Inbox::attach_sender`] of sender `i` swaps the
+//! ring's "registered" word from 0 to 1; the winner takes a slot with a
+//! `fetch_add` on the active count and writes `i + 1` into it (`Release`).
+//! The receiver reads the count and then the slots in order; a slot still 0
+//! (reserved, not yet written) stops the scan until a later call. The count
+//! never exceeds the sender count: each ring registers at most once.
+//!
+//! Fairness: [`InboxReceiver::poll_all`] visits the active rings round-robin,
+//! starting one ring further each call, and takes at most `budget` records
+//! from each ring per call, so one busy sender cannot starve the others and
+//! a call's work is bounded by `budget * active senders`.
+
+use super::mem::Mem;
+use super::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use super::{Ring, RingConsumer, RingError, RingProducer, R_REGISTERED};
+#[cfg(not(loom))]
+use std::ptr::NonNull;
+
+const I_MAGIC: usize = 0;
+const I_SENDERS: usize = 8;
+const I_CAPACITY: usize = 16;
+const I_COUNT: usize = 64;
+const I_SLOTS: usize = 128;
+const INBOX_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiIB1");
+
+/// The default number of records taken from one ring per `poll_all`.
+pub const DEFAULT_POLL_BUDGET: usize = 16;
+
+/// Sizes, formatting and attachment of inboxes.
+pub struct Inbox;
+
+#[derive(Clone, Copy)]
+struct Geometry {
+    n_senders: usize,
+    capacity: usize,
+    rings: usize,
+}
+
+impl Geometry {
+    fn new(n_senders: usize, capacity: usize) -> Result<Geometry, RingError> {
+        Ring::check_capacity(capacity)?;
+        let slots = (8 * n_senders).div_ceil(128) * 128;
+        Ok(Geometry {
+            n_senders,
+            capacity,
+            rings: I_SLOTS + slots,
+        })
+    }
+
+    fn ring_bytes(&self) -> usize {
+        Ring::required_bytes(self.capacity)
+    }
+
+    fn total(&self) -> usize {
+        self.rings + self.n_senders * self.ring_bytes()
+    }
+
+    fn ring(&self, mem: &Mem, i: usize) -> Mem {
+        mem.sub(self.rings + i * self.ring_bytes(), self.ring_bytes())
+    }
+
+    fn read(mem: &Mem) -> Result<Geometry, RingError> {
+        if mem.len() < I_SLOTS || mem.word(I_MAGIC).load(Acquire) != INBOX_MAGIC {
+            return Err(RingError::NotInitialized);
+        }
+        let n = usize::try_from(mem.word(I_SENDERS).load(Relaxed))
+            .map_err(|_| RingError::NotInitialized)?;
+        let cap = usize::try_from(mem.word(I_CAPACITY).load(Relaxed))
+            .map_err(|_| RingError::NotInitialized)?;
+        if n > u32::MAX as usize {
+            return Err(RingError::NotInitialized);
+        }
+        let g = Geometry::new(n, cap)?;
+        if mem.len() < g.total() {
+            return Err(RingError::TooSmall {
+                need: g.total(),
+                have: mem.len(),
+            });
+        }
+        Ok(g)
+    }
+}
+
+impl Inbox {
+    /// Bytes an inbox for `n_senders` rings of `ring_capacity` needs.
+    pub fn required_bytes(n_senders: usize, ring_capacity: usize) -> Result<usize, RingError> {
+        Ok(Geometry::new(n_senders, ring_capacity)?.total())
+    }
+
+    fn format(mem: &Mem, n_senders: usize, ring_capacity: usize) -> Result<(), RingError> {
+        let g = Geometry::new(n_senders, ring_capacity)?;
+        if mem.len() < g.total() {
+            return Err(RingError::TooSmall {
+                need: g.total(),
+                have: mem.len(),
+            });
+        }
+        mem.word(I_MAGIC).store(0, Relaxed);
+        mem.word(I_SENDERS).store(n_senders as u64, Relaxed);
+        mem.word(I_CAPACITY).store(ring_capacity as u64, Relaxed);
+        mem.word(I_COUNT).store(0, Relaxed);
+        for i in 0..n_senders {
+            mem.word(I_SLOTS + 8 * i).store(0, Relaxed);
+            Ring::format(&g.ring(mem, i), ring_capacity)?;
+        }
+        mem.word(I_MAGIC).store(INBOX_MAGIC, Release);
+        Ok(())
+    }
+
+    /// Formats an inbox in caller memory.
+    ///
+    /// # Safety
+    /// `base..base+len` is valid for reads and writes, 64-byte aligned (128
+    /// preferred), and no handle is attached to the inbox or its rings.
+    #[cfg(not(loom))]
+    pub unsafe fn init(
+        base: NonNull<u8>,
+        len: usize,
+        n_senders: usize,
+        ring_capacity: usize,
+    ) -> Result<(), RingError> {
+        // SAFETY: forwarded contract.
+        let mem = unsafe { Mem::from_raw(base, len)? };
+        Self::format(&mem, n_senders, ring_capacity)
+    }
+
+    /// Attaches sender `sender` (its producer handle on its ring in this
+    /// inbox) and, the first time ever, adds it to the active list.
+    ///
+    /// # Safety
+    /// `base..base+len` holds an inbox formatted by [`Inbox::init`], shared
+    /// with the receiver's mapping, 64-byte aligned, mapped while the handle
+    /// lives, touched meanwhile only through the inbox and ring protocols.
+    #[cfg(not(loom))]
+    pub unsafe fn attach_sender(
+        base: NonNull<u8>,
+        len: usize,
+        sender: usize,
+    ) -> Result<RingProducer, RingError> {
+        // SAFETY: forwarded contract.
+        let mem = unsafe { Mem::from_raw(base, len)? };
+        Self::sender_from_mem(&mem, sender)
+    }
+
+    fn sender_from_mem(mem: &Mem, sender: usize) -> Result<RingProducer, RingError> {
+        let g = Geometry::read(mem)?;
+        if sender >= g.n_senders {
+            return Err(RingError::NoSuchSender {
+                sender,
+                n_senders: g.n_senders,
+            });
+        }
+        let ring = g.ring(mem, sender);
+        let registered = ring.word(R_REGISTERED);
+        let producer = RingProducer::from_mem(g.ring(mem, sender))?;
+        if registered.swap(1, AcqRel) == 0 {
+            let slot = mem.word(I_COUNT).fetch_add(1, AcqRel) as usize;
+            debug_assert!(slot < g.n_senders);
+            mem.word(I_SLOTS + 8 * slot)
+                .store(sender as u64 + 1, Release);
+        }
+        Ok(producer)
+    }
+
+    /// An inbox on the heap, formatted (one-process use; same code).
+    pub fn new_heap(n_senders: usize, ring_capacity: usize) -> Result<HeapInbox, RingError> {
+        let g = Geometry::new(n_senders, ring_capacity)?;
+        let mem = Mem::new_heap(g.total());
+        Self::format(&mem, n_senders, ring_capacity)?;
+        Ok(HeapInbox { mem })
+    }
+}
+
+/// An inbox on the heap: hands out sender handles and the receiver handle.
+pub struct HeapInbox {
+    mem: Mem,
+}
+
+// SAFETY: through `&HeapInbox` the region is touched only by atomic
+// operations (registration) and by handles that each claim their side of a
+// ring with a compare-exchange, so sharing it between threads is sound.
+unsafe impl Sync for HeapInbox {}
+
+impl HeapInbox {
+    /// The producer handle of sender `sender` (registers it on first use).
+    pub fn attach_sender(&self, sender: usize) -> Result<RingProducer, RingError> {
+        Inbox::sender_from_mem(&self.mem, sender)
+    }
+
+    /// The receiver handle.
+    pub fn receiver(&self) -> Result<InboxReceiver, RingError> {
+        InboxReceiver::from_mem(self.mem.sub(0, self.mem.len()))
+    }
+}
+
+/// The receiver side of an inbox: polls the rings of active senders.
+pub struct InboxReceiver {
+    mem: Mem,
+    geometry: Geometry,
+    /// Active-list entries already adopted.
+    known: usize,
+    /// (sender, its ring), in active-list order; capacity reserved up front.
+    active: Vec<(usize, RingConsumer)>,
+    next: usize,
+    budget: usize,
+}
+
+impl InboxReceiver {
+    /// Attaches the receiver side of a formatted inbox.
+    ///
+    /// # Safety
+    /// As [`Inbox::attach_sender`]; at most one receiver per inbox.
+    #[cfg(not(loom))]
+    pub unsafe fn attach(base: NonNull<u8>, len: usize) -> Result<InboxReceiver, RingError> {
+        // SAFETY: forwarded contract.
+        let mem = unsafe { Mem::from_raw(base, len)? };
+        Self::from_mem(mem)
+    }
+
+    fn from_mem(mem: Mem) -> Result<InboxReceiver, RingError> {
+        let geometry = Geometry::read(&mem)?;
+        Ok(InboxReceiver {
+            active: Vec::with_capacity(geometry.n_senders),
+            mem,
+            geometry,
+            known: 0,
+            next: 0,
+            budget: super::inbox::DEFAULT_POLL_BUDGET,
+        })
+    }
+
+    /// Sets how many records `poll_all` takes from one ring per call (>= 1).
+    pub fn set_budget(&mut self, budget: usize) {
+        self.budget = budget.max(1);
+    }
+
+    /// Senders polled so far, in the order they registered.
+    pub fn active_senders(&self) -> impl Iterator<Item = usize> + '_ {
+        self.active.iter().map(|(s, _)| *s)
+    }
+
+    /// Adopts newly registered senders. Allocation-free: `active` has room
+    /// for every sender.
+    #[inline]
+    fn refresh(&mut self) -> Result<(), RingError> {
+        let count = self.mem.word(I_COUNT).load(Acquire) as usize;
+        let count = count.min(self.geometry.n_senders);
+        while self.known < count {
+            let s = self.mem.word(I_SLOTS + 8 * self.known).load(Acquire);
+            if s == 0 {
+                break; // reserved, not yet written: next call
+            }
+            let sender = (s - 1) as usize;
+            if sender >= self.geometry.n_senders {
+                return Err(RingError::Corrupt {
+                    header: s,
+                    offset: I_SLOTS + 8 * self.known,
+                });
+            }
+            let ring = self.geometry.ring(&self.mem, sender);
+            self.active.push((sender, RingConsumer::from_mem(ring)?));
+            self.known += 1;
+        }
+        Ok(())
+    }
+
+    /// Polls the active senders' rings round-robin, at most `budget` records
+    /// from each, handing each record to `f(sender, tag, payload)`. Returns
+    /// how many records were handled.
+    #[inline]
+    pub fn poll_all(&mut self, mut f: impl FnMut(usize, u8, &[u8])) -> Result<usize, RingError> {
+        if self.known < self.geometry.n_senders {
+            self.refresh()?;
+        }
+        let n = self.active.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut handled = 0;
+        let start = self.next;
+        self.next = if start + 1 >= n { 0 } else { start + 1 };
+        for k in 0..n {
+            let i = if start + k >= n {
+                start + k - n
+            } else {
+                start + k
+            };
+            let (sender, ring) = &mut self.active[i];
+            for _ in 0..self.budget {
+                match ring.peek()? {
+                    Some(r) => {
+                        f(*sender, r.tag(), r.payload());
+                        handled += 1;
+                    }
+                    None => break,
+                }
+            }
+        }
+        Ok(handled)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::mem::REGION_ALIGN;
+    use super::*;
+
+    #[test]
+    fn geometry_is_line_aligned() {
+        let g = Geometry::new(3, 1024).unwrap();
+        assert_eq!(g.rings % 128, 0);
+        assert_eq!(g.total(), 256 + 3 * (1024 + 256));
+        assert_eq!(REGION_ALIGN, 128);
+    }
+}

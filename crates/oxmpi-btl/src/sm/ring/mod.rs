@@ -1,0 +1,712 @@
+//! Single-producer single-consumer rings of variable-length records in shared
+//! memory, and the per-receiver [`inbox`] of rings.
+//!
+//! # Contract
+//!
+//! * A ring lives in a region that different processes map at different
+//!   addresses: it holds no pointer, only offsets from its own start. Handles
+//!   take a base pointer and a length ([`RingProducer::attach`],
+//!   [`RingConsumer::attach`]); [`Ring::new_heap`] runs the same code over a
+//!   heap block for single-process use.
+//! * One producer and one consumer per ring (enforced at attach time by a
+//!   flag in the ring). Records are delivered whole, in order, exactly once.
+//! * A full ring is back-pressure: [`RingProducer::try_reserve`] returns
+//!   [`SendError::Full`] and the caller retries later. Nothing grows, nothing
+//!   is dropped.
+//! * The data path makes no system call, takes no lock and allocates nothing.
+//! * Bytes written by the other side are checked before use: a malformed
+//!   header is [`RingError::Corrupt`], never out-of-bounds access or a panic.
+//!
+//! # Layout of one ring (offsets in bytes from the ring's start)
+//!
+//! ```text
+//!   0  producer block (128 B): magic u64 @0, capacity u64 @8,
+//!      producer-attached u64 @16, saved tail u64 @24, inbox-registered u64 @32
+//! 128  consumer block (128 B): head u64 @128, consumer-attached u64 @136
+//! 256  data: `capacity` bytes (a power of two, 256 B ..= 4 MiB), 64-byte lines
+//! ```
+//!
+//! Total: [`Ring::required_bytes`]`(capacity) = capacity + 256`. The head
+//! (written by the consumer) and the producer's words sit 128 bytes apart, so
+//! adjacent-line prefetch never couples them. The producer's tail is private
+//! to the producer (kept in its handle, saved on detach): the consumer finds
+//! records by their headers, never by reading the tail.
+//!
+//! # Records
+//!
+//! A record starts on a 64-byte line: an 8-byte header word, then the
+//! payload; its size is `8 + len` rounded up to 64 ([`record_bytes`]). A
+//! payload of up to [`INLINE_PAYLOAD`] (56) bytes takes exactly one cache
+//! line, so a small message costs one line transfer. Records never wrap: one
+//! that would cross the end of the data area is preceded by a SKIP header that
+//! sends the consumer to the start. The largest payload is
+//! `capacity / 4 - 8` bytes ([`Ring::max_payload`]; 16376 B at the default
+//! 64 KiB).
+//!
+//! Header word (little-endian `u64`, written last with one `Release` store,
+//! read by the consumer with one `Acquire` load):
+//!
+//! ```text
+//!  bits  0..32  stamp = (position / capacity + 1) as u32 (the lap, from 1)
+//!  bits 32..40  tag   (the BTL active-message tag)
+//!  bits 40..44  flags (1 = RECORD, 2 = SKIP; never 0 in a header)
+//!  bits 44..64  payload length (20 bits)
+//! ```
+//!
+//! The stamp tells a fresh header from a stale one without any zeroing on
+//! the fast path. When the consumer releases a record it writes 0 over the
+//! first word of each line after the first (the record's continuation
+//! lines), and over each line a SKIP jumped over; so when it polls a line,
+//! the line holds 0, last lap's header (stamp one lower) or this lap's: never
+//! stale payload bytes that could pass for a header. One-line records (the
+//! latency case) need no clearing at all. Anything else there is `Corrupt`.
+//!
+//! # Positions and the lazy head
+//!
+//! Positions (`head`, `tail`) are byte counts since the ring was formatted
+//! (`u64`, they do not wrap in practice); offset = position mod capacity.
+//! The consumer publishes its head only when it has consumed at least a
+//! quarter of the capacity since the last publication, when it finds the ring
+//! empty, or when it detaches; the producer keeps a cached head and reads the
+//! shared one only when the ring looks full. So in steady state the producer
+//! never pulls the consumer's line and the consumer touches only the lines it
+//! reads. A producer blocked on a full ring always gets space once the
+//! consumer drains it: draining ends in an empty poll, which publishes.
+//!
+//! # Memory per rank (one inbox: one ring per other local rank)
+//!
+//! [`Inbox::required_bytes`]`(n, cap) = 128 + round_up(8 n, 128) + n (cap + 256)`.
+//! With the default 64 KiB rings ([`DEFAULT_CAPACITY`]):
+//!
+//! | local ranks | senders per inbox | bytes per rank | per node (all inboxes) |
+//! |---|---|---|---|
+//! | 2  | 1  | 66 048 (64.5 KiB)      | 129 KiB  |
+//! | 8  | 7  | 460 800 (450 KiB)      | 3.52 MiB |
+//! | 64 | 63 | 4 145 536 (3.95 MiB)   | 253 MiB  |
+//!
+//! At 64 ranks a 16 KiB ring (max payload 4088 B) brings this to 1.00 MiB
+//! per rank (`tests/ring_basic.rs` checks these figures).
+//!
+//! # Loom
+//!
+//! The protocol is model-checked by `tests/ring_loom.rs`:
+//! `RUSTFLAGS="--cfg loom" cargo test -p oxmpi-btl --test ring_loom --release`.
+//! Under loom the region is a vector of loom atomics (the private `mem` module); the ring
+//! code is the same.
+#![allow(unsafe_code)]
+
+pub mod inbox;
+mod mem;
+mod sync;
+
+pub use inbox::{HeapInbox, Inbox, InboxReceiver};
+
+use mem::Mem;
+#[cfg(not(loom))]
+use std::ptr::NonNull;
+use sync::Ordering::{Acquire, Relaxed, Release};
+
+/// A cache line: records start on one and are a whole number of them.
+pub const LINE: usize = 64;
+/// Bytes of a record header.
+pub const HEADER_BYTES: usize = 8;
+/// The largest payload that fits in one cache line with its header.
+pub const INLINE_PAYLOAD: usize = LINE - HEADER_BYTES;
+/// The default data capacity of a ring.
+pub const DEFAULT_CAPACITY: usize = 64 * 1024;
+/// The smallest capacity (four lines: one-line records only).
+pub const MIN_CAPACITY: usize = 256;
+/// The largest capacity (its largest payload still fits the 20-bit length).
+pub const MAX_CAPACITY: usize = 4 << 20;
+
+const BLOCK: usize = 128;
+// Ring control words.
+const R_MAGIC: usize = 0;
+const R_CAPACITY: usize = 8;
+const R_PRODUCER_ATTACHED: usize = 16;
+const R_TAIL_SAVED: usize = 24;
+pub(crate) const R_REGISTERED: usize = 32;
+const R_HEAD: usize = BLOCK;
+const R_CONSUMER_ATTACHED: usize = BLOCK + 8;
+const R_DATA: usize = 2 * BLOCK;
+const RING_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiRN1");
+
+// Header word.
+const TAG_SHIFT: u32 = 32;
+const FLAGS_SHIFT: u32 = 40;
+const LEN_SHIFT: u32 = 44;
+const FLAG_RECORD: u64 = 1;
+const FLAG_SKIP: u64 = 2;
+
+/// Bytes a record with `payload_len` bytes of payload occupies in the ring:
+/// header plus payload rounded up to whole lines.
+#[inline]
+pub const fn record_bytes(payload_len: usize) -> usize {
+    (HEADER_BYTES + payload_len).div_ceil(LINE) * LINE
+}
+
+#[inline(always)]
+fn stamp_of(pos: u64, shift: u32) -> u32 {
+    ((pos >> shift) as u32).wrapping_add(1)
+}
+
+#[inline(always)]
+fn header(stamp: u32, tag: u8, flags: u64, len: usize) -> u64 {
+    stamp as u64 | (tag as u64) << TAG_SHIFT | flags << FLAGS_SHIFT | (len as u64) << LEN_SHIFT
+}
+
+/// Why a ring (or inbox) cannot be formatted, attached or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RingError {
+    /// The capacity is not a power of two in `MIN_CAPACITY..=MAX_CAPACITY`.
+    #[error("ring capacity {0} is not a power of two between 256 B and 4 MiB")]
+    BadCapacity(usize),
+    /// The region is smaller than the ring or inbox needs.
+    #[error("region of {have} bytes is smaller than the {need} bytes needed")]
+    TooSmall {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes given.
+        have: usize,
+    },
+    /// The region's base is not 64-byte aligned.
+    #[error("region base is not 64-byte aligned")]
+    Misaligned,
+    /// The region does not hold a formatted ring or inbox.
+    #[error("region does not hold a formatted ring or inbox")]
+    NotInitialized,
+    /// That side of the ring already has a handle.
+    #[error("the ring's {0} is already attached")]
+    AlreadyAttached(&'static str),
+    /// A sender index beyond the inbox's sender count.
+    #[error("sender {sender} out of range (inbox has {n_senders} senders)")]
+    NoSuchSender {
+        /// The index asked for.
+        sender: usize,
+        /// Senders the inbox was formatted for.
+        n_senders: usize,
+    },
+    /// The other side wrote a header this side cannot accept.
+    #[error("corrupt ring header {header:#018x} at offset {offset}")]
+    Corrupt {
+        /// The header word.
+        header: u64,
+        /// Its offset in the data area.
+        offset: usize,
+    },
+}
+
+/// Why a record could not be reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// No room now: retry after the consumer has made progress.
+    #[error("ring full")]
+    Full,
+    /// The payload exceeds [`Ring::max_payload`]: it will never fit.
+    #[error("payload of {len} bytes exceeds the ring's maximum of {max}")]
+    TooLarge {
+        /// Bytes asked for.
+        len: usize,
+        /// The ring's largest payload.
+        max: usize,
+    },
+}
+
+/// Sizes, formatting and the heap constructor of a ring.
+pub struct Ring;
+
+impl Ring {
+    /// Checks a capacity.
+    pub fn check_capacity(capacity: usize) -> Result<(), RingError> {
+        if capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
+            Ok(())
+        } else {
+            Err(RingError::BadCapacity(capacity))
+        }
+    }
+
+    /// Bytes a ring with `capacity` bytes of data needs (`capacity + 256`).
+    pub const fn required_bytes(capacity: usize) -> usize {
+        R_DATA + capacity
+    }
+
+    /// The largest payload a ring of `capacity` carries (`capacity/4 - 8`).
+    pub const fn max_payload(capacity: usize) -> usize {
+        capacity / 4 - HEADER_BYTES
+    }
+
+    /// Formats a ring in `mem` (which is exactly `required_bytes` long).
+    fn format(mem: &Mem, capacity: usize) -> Result<(), RingError> {
+        Self::check_capacity(capacity)?;
+        if mem.len() < Self::required_bytes(capacity) {
+            return Err(RingError::TooSmall {
+                need: Self::required_bytes(capacity),
+                have: mem.len(),
+            });
+        }
+        for off in [
+            R_MAGIC,
+            R_PRODUCER_ATTACHED,
+            R_TAIL_SAVED,
+            R_REGISTERED,
+            R_HEAD,
+            R_CONSUMER_ATTACHED,
+        ] {
+            mem.word(off).store(0, Relaxed);
+        }
+        for line in (0..capacity).step_by(LINE) {
+            mem.word(R_DATA + line).store(0, Relaxed);
+        }
+        mem.word(R_CAPACITY).store(capacity as u64, Relaxed);
+        // Publishes the words above to whoever attaches (Acquire on magic).
+        mem.word(R_MAGIC).store(RING_MAGIC, Release);
+        Ok(())
+    }
+
+    /// Reads and checks the header of a formatted ring; returns its capacity.
+    fn capacity_of(mem: &Mem) -> Result<usize, RingError> {
+        if mem.len() < R_DATA || mem.word(R_MAGIC).load(Acquire) != RING_MAGIC {
+            return Err(RingError::NotInitialized);
+        }
+        let capacity = mem.word(R_CAPACITY).load(Relaxed);
+        let capacity = usize::try_from(capacity).map_err(|_| RingError::BadCapacity(usize::MAX))?;
+        Self::check_capacity(capacity)?;
+        if mem.len() < Self::required_bytes(capacity) {
+            return Err(RingError::TooSmall {
+                need: Self::required_bytes(capacity),
+                have: mem.len(),
+            });
+        }
+        Ok(capacity)
+    }
+
+    /// Formats a ring in caller memory.
+    ///
+    /// # Safety
+    /// `base..base+len` is valid for reads and writes, 64-byte aligned (128
+    /// preferred), and no handle is attached to a ring there.
+    #[cfg(not(loom))]
+    pub unsafe fn init(base: NonNull<u8>, len: usize, capacity: usize) -> Result<(), RingError> {
+        // SAFETY: forwarded contract; the view lives only in this call.
+        let mem = unsafe { Mem::from_raw(base, len)? };
+        Self::format(&mem, capacity)
+    }
+
+    /// A ring on the heap, formatted, with both its handles (for tests,
+    /// benches and one-process use; the same code as the shared case).
+    pub fn new_heap(capacity: usize) -> Result<(RingProducer, RingConsumer), RingError> {
+        Self::check_capacity(capacity)?;
+        let mem = Mem::new_heap(Self::required_bytes(capacity));
+        Self::format(&mem, capacity)?;
+        Ok((
+            RingProducer::from_mem(mem.sub(0, mem.len()))?,
+            RingConsumer::from_mem(mem)?,
+        ))
+    }
+}
+
+/// Claims one side of a ring: 0 -> 1 on its attached word.
+fn claim(mem: &Mem, off: usize, side: &'static str) -> Result<(), RingError> {
+    mem.word(off)
+        .compare_exchange(0, 1, Acquire, Relaxed)
+        .map(|_| ())
+        .map_err(|_| RingError::AlreadyAttached(side))
+}
+
+/// The producer side of a ring.
+pub struct RingProducer {
+    mem: Mem,
+    capacity: u64,
+    mask: u64,
+    shift: u32,
+    max_payload: usize,
+    tail: u64,
+    head_cache: u64,
+}
+
+impl RingProducer {
+    /// Attaches the producer side of a formatted ring.
+    ///
+    /// # Safety
+    /// `base..base+len` holds a ring formatted by [`Ring::init`] (possibly in
+    /// another process), is valid for reads and writes and shared with the
+    /// consumer's mapping, is 64-byte aligned, and stays mapped while the
+    /// handle lives. Only the ring protocol touches it meanwhile.
+    #[cfg(not(loom))]
+    pub unsafe fn attach(base: NonNull<u8>, len: usize) -> Result<RingProducer, RingError> {
+        // SAFETY: forwarded contract.
+        let mem = unsafe { Mem::from_raw(base, len)? };
+        Self::from_mem(mem)
+    }
+
+    pub(crate) fn from_mem(mem: Mem) -> Result<RingProducer, RingError> {
+        let capacity = Ring::capacity_of(&mem)?;
+        claim(&mem, R_PRODUCER_ATTACHED, "producer")?;
+        let tail = mem.word(R_TAIL_SAVED).load(Relaxed);
+        let head_cache = mem.word(R_HEAD).load(Acquire);
+        Ok(RingProducer {
+            mem,
+            capacity: capacity as u64,
+            mask: capacity as u64 - 1,
+            shift: capacity.trailing_zeros(),
+            max_payload: Ring::max_payload(capacity),
+            tail,
+            head_cache,
+        })
+    }
+
+    /// The largest payload this ring carries.
+    pub fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    /// Bytes ever committed (records and skips): the producer's position.
+    pub fn position(&self) -> u64 {
+        self.tail
+    }
+
+    /// Reserves room for a record of `len` payload bytes, to be written in
+    /// place and then [`Reservation::commit`]ted. Dropping the reservation
+    /// sends nothing.
+    #[inline]
+    pub fn try_reserve(&mut self, len: usize) -> Result<Reservation<'_>, SendError> {
+        if len > self.max_payload {
+            return Err(SendError::TooLarge {
+                len,
+                max: self.max_payload,
+            });
+        }
+        let size = record_bytes(len) as u64;
+        let off = self.tail & self.mask;
+        let to_end = self.capacity - off;
+        let need = if size > to_end { to_end + size } else { size };
+        if self.tail + need - self.head_cache > self.capacity {
+            // Looks full: only now read the consumer's line.
+            self.head_cache = self.mem.word(R_HEAD).load(Acquire);
+            if self.tail + need - self.head_cache > self.capacity {
+                return Err(SendError::Full);
+            }
+        }
+        let mut off = off as usize;
+        if size > to_end {
+            let skip = header(stamp_of(self.tail, self.shift), 0, FLAG_SKIP, 0);
+            self.mem.word(R_DATA + off).store(skip, Release);
+            self.tail += to_end;
+            off = 0;
+        }
+        Ok(Reservation {
+            #[cfg(loom)]
+            buf: vec![0; len],
+            producer: self,
+            off,
+            len,
+        })
+    }
+
+    /// Sends one record whose payload is the concatenation of `parts` (e.g. a
+    /// protocol header and user data), copied straight into the ring.
+    #[inline]
+    pub fn try_send(&mut self, tag: u8, parts: &[&[u8]]) -> Result<(), SendError> {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let mut r = self.try_reserve(len)?;
+        let mut at = 0;
+        let dst = r.payload_mut();
+        for p in parts {
+            dst[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        r.commit(tag);
+        Ok(())
+    }
+}
+
+impl Drop for RingProducer {
+    fn drop(&mut self) {
+        self.mem.word(R_TAIL_SAVED).store(self.tail, Relaxed);
+        self.mem.word(R_PRODUCER_ATTACHED).store(0, Release);
+    }
+}
+
+/// Room for one record, reserved in the ring: fill [`payload_mut`] then
+/// [`commit`].
+///
+/// [`payload_mut`]: Reservation::payload_mut
+/// [`commit`]: Reservation::commit
+pub struct Reservation<'a> {
+    producer: &'a mut RingProducer,
+    off: usize,
+    len: usize,
+    #[cfg(loom)]
+    buf: Vec<u8>,
+}
+
+impl Reservation<'_> {
+    /// The payload, in the ring (zero copy). Its initial contents are
+    /// unspecified (whatever an earlier lap left).
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        #[cfg(not(loom))]
+        {
+            // SAFETY: `off + 8 .. off + 8 + len` lies inside the data area
+            // (records never wrap) in space the consumer has released and not
+            // yet been told about: the producer alone owns it until commit.
+            unsafe {
+                self.producer
+                    .mem
+                    .bytes_mut(R_DATA + self.off + HEADER_BYTES, self.len)
+            }
+        }
+        #[cfg(loom)]
+        {
+            &mut self.buf
+        }
+    }
+
+    /// Shrinks the record to `len` payload bytes (e.g. a pack produced less
+    /// than reserved). Larger values are ignored.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+        #[cfg(loom)]
+        self.buf.truncate(self.len);
+    }
+
+    /// Publishes the record with its BTL tag.
+    #[inline]
+    pub fn commit(self, tag: u8) {
+        let p = self.producer;
+        #[cfg(loom)]
+        p.mem
+            .store_bytes(R_DATA + self.off + HEADER_BYTES, &self.buf);
+        let h = header(stamp_of(p.tail, p.shift), tag, FLAG_RECORD, self.len);
+        // Release: the payload above becomes visible with the header.
+        p.mem.word(R_DATA + self.off).store(h, Release);
+        p.tail += record_bytes(self.len) as u64;
+    }
+}
+
+/// The consumer side of a ring.
+pub struct RingConsumer {
+    mem: Mem,
+    capacity: u64,
+    mask: u64,
+    shift: u32,
+    max_payload: usize,
+    head: u64,
+    published: u64,
+    publish_every: u64,
+}
+
+impl RingConsumer {
+    /// Attaches the consumer side of a formatted ring.
+    ///
+    /// # Safety
+    /// As [`RingProducer::attach`].
+    #[cfg(not(loom))]
+    pub unsafe fn attach(base: NonNull<u8>, len: usize) -> Result<RingConsumer, RingError> {
+        // SAFETY: forwarded contract.
+        let mem = unsafe { Mem::from_raw(base, len)? };
+        Self::from_mem(mem)
+    }
+
+    pub(crate) fn from_mem(mem: Mem) -> Result<RingConsumer, RingError> {
+        let capacity = Ring::capacity_of(&mem)?;
+        claim(&mem, R_CONSUMER_ATTACHED, "consumer")?;
+        let head = mem.word(R_HEAD).load(Relaxed);
+        Ok(RingConsumer {
+            mem,
+            capacity: capacity as u64,
+            mask: capacity as u64 - 1,
+            shift: capacity.trailing_zeros(),
+            max_payload: Ring::max_payload(capacity),
+            head,
+            published: head,
+            publish_every: capacity as u64 / 4,
+        })
+    }
+
+    /// Bytes consumed so far (records and skips): the consumer's position.
+    pub fn position(&self) -> u64 {
+        self.head
+    }
+
+    /// The position the producer was last told about.
+    pub fn published_position(&self) -> u64 {
+        self.published
+    }
+
+    #[inline(always)]
+    fn publish(&mut self) {
+        self.mem.word(R_HEAD).store(self.head, Release);
+        self.published = self.head;
+    }
+
+    /// The next record, read in place; dropping the [`Record`] releases it
+    /// (use [`Record::keep`] to leave it for the next call). `Ok(None)` when
+    /// the ring is empty.
+    #[inline]
+    pub fn peek(&mut self) -> Result<Option<Record<'_>>, RingError> {
+        loop {
+            let off = (self.head & self.mask) as usize;
+            let stamp = stamp_of(self.head, self.shift);
+            let h = self.mem.word(R_DATA + off).load(Acquire);
+            if h as u32 != stamp || h == 0 {
+                if h != 0 && h as u32 != stamp.wrapping_sub(1) {
+                    return Err(RingError::Corrupt {
+                        header: h,
+                        offset: off,
+                    });
+                }
+                if self.head != self.published {
+                    self.publish();
+                }
+                return Ok(None);
+            }
+            let flags = (h >> FLAGS_SHIFT) & 0xf;
+            let len = (h >> LEN_SHIFT) as usize;
+            if flags == FLAG_RECORD
+                && len <= self.max_payload
+                && off + record_bytes(len) <= self.capacity as usize
+            {
+                let tag = (h >> TAG_SHIFT) as u8;
+                #[cfg(loom)]
+                let copy = {
+                    let mut v = vec![0; len];
+                    self.mem.load_bytes(R_DATA + off + HEADER_BYTES, &mut v);
+                    v
+                };
+                return Ok(Some(Record {
+                    consumer: self,
+                    off,
+                    len,
+                    tag,
+                    release: true,
+                    #[cfg(loom)]
+                    copy,
+                }));
+            }
+            if flags == FLAG_SKIP && len == 0 {
+                // Clear the lines jumped over so that next lap no stale word
+                // there can pass for a header.
+                for line in (off + LINE..self.capacity as usize).step_by(LINE) {
+                    self.mem.word(R_DATA + line).store(0, Relaxed);
+                }
+                self.head += self.capacity - off as u64;
+                self.maybe_publish();
+                continue;
+            }
+            return Err(RingError::Corrupt {
+                header: h,
+                offset: off,
+            });
+        }
+    }
+
+    #[inline(always)]
+    fn maybe_publish(&mut self) {
+        if self.head - self.published >= self.publish_every {
+            self.publish();
+        }
+    }
+
+    /// Hands the next record, if any, to `f(tag, payload)` and releases it.
+    #[inline]
+    pub fn poll<R>(&mut self, f: impl FnOnce(u8, &[u8]) -> R) -> Result<Option<R>, RingError> {
+        Ok(self.peek()?.map(|r| f(r.tag(), r.payload())))
+    }
+
+    #[inline(always)]
+    fn release(&mut self, off: usize, len: usize) {
+        let size = record_bytes(len);
+        // Continuation lines held payload: zero their first word (see the
+        // module doc). Ordered before the head publication (Release).
+        for line in (off + LINE..off + size).step_by(LINE) {
+            self.mem.word(R_DATA + line).store(0, Relaxed);
+        }
+        self.head += size as u64;
+        self.maybe_publish();
+    }
+}
+
+impl Drop for RingConsumer {
+    fn drop(&mut self) {
+        self.publish();
+        self.mem.word(R_CONSUMER_ATTACHED).store(0, Release);
+    }
+}
+
+/// A record read in place. Dropping it releases its space to the producer.
+pub struct Record<'a> {
+    consumer: &'a mut RingConsumer,
+    off: usize,
+    len: usize,
+    tag: u8,
+    release: bool,
+    #[cfg(loom)]
+    copy: Vec<u8>,
+}
+
+impl Record<'_> {
+    /// The BTL tag the producer committed with.
+    #[inline]
+    pub fn tag(&self) -> u8 {
+        self.tag
+    }
+
+    /// The payload, in the ring.
+    #[inline]
+    pub fn payload(&self) -> &[u8] {
+        #[cfg(not(loom))]
+        {
+            // SAFETY: the header was validated (`off + 8 + len` inside the
+            // data area) and Acquire-loaded after the producer's Release; the
+            // producer does not write this space again until the consumer
+            // publishes a head past it, which needs `&mut` of the consumer,
+            // borrowed by this record.
+            unsafe {
+                self.consumer
+                    .mem
+                    .bytes(R_DATA + self.off + HEADER_BYTES, self.len)
+            }
+        }
+        #[cfg(loom)]
+        {
+            &self.copy
+        }
+    }
+
+    /// Leaves the record in the ring: the next `peek` returns it again.
+    pub fn keep(mut self) {
+        self.release = false;
+    }
+}
+
+impl Drop for Record<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.release {
+            self.consumer.release(self.off, self.len);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_fields_round_trip() {
+        let h = header(0xdead_beef, 0xa5, FLAG_RECORD, (1 << 20) - 1);
+        assert_eq!(h as u32, 0xdead_beef);
+        assert_eq!((h >> TAG_SHIFT) as u8, 0xa5);
+        assert_eq!((h >> FLAGS_SHIFT) & 0xf, FLAG_RECORD);
+        assert_eq!((h >> LEN_SHIFT) as usize, (1 << 20) - 1);
+        assert!(Ring::max_payload(MAX_CAPACITY) < 1 << 20);
+    }
+
+    #[test]
+    fn stamps_start_at_one_and_count_laps() {
+        assert_eq!(stamp_of(0, 8), 1);
+        assert_eq!(stamp_of(255, 8), 1);
+        assert_eq!(stamp_of(256, 8), 2);
+    }
+}

@@ -1,0 +1,7 @@
+//! The loom shim: under `--cfg loom` the atomics are loom's, so the model
+//! checker sees every access the ring protocol makes; otherwise std's.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
