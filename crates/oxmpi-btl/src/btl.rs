@@ -74,9 +74,22 @@ impl Caps {
         Caps(self.0 | other.0)
     }
 
+    /// Capabilities from their bit representation (see [`Caps::bits`]).
+    pub const fn from_bits(bits: u32) -> Caps {
+        Caps(bits)
+    }
+
     /// The raw bits.
     pub const fn bits(self) -> u32 {
         self.0
+    }
+}
+
+impl std::ops::Sub for Caps {
+    type Output = Caps;
+    /// The capabilities of `self` without those of `rhs`.
+    fn sub(self, rhs: Caps) -> Caps {
+        Caps(self.0 & !rhs.0)
     }
 }
 
@@ -480,7 +493,7 @@ pub trait Btl {
 
     /// Makes progress: delivers arrived fragments and completions to `sink`.
     /// Returns how many events it delivered.
-    fn progress<S: BtlSink>(&mut self, sink: &mut S) -> usize;
+    fn progress(&mut self, sink: &mut dyn BtlSink) -> usize;
 
     /// Whether this module has anything in flight or pending that progress
     /// must drive (the progress engine polls only modules that do, and those

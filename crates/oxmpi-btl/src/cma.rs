@@ -25,6 +25,8 @@ use std::path::PathBuf;
 
 use rustix::io::Errno;
 
+use crate::mem::MemRegion;
+
 /// The kernel's limit on iovec entries per call (`UIO_MAXIOV`).
 pub const IOV_MAX: usize = 1024;
 
@@ -293,6 +295,25 @@ pub fn write(pid: u32, local: &[u8], remote_addr: usize) -> Result<(), CmaError>
     )
 }
 
+/// Copies `local.len()` bytes from `remote_addr` in process `pid` into the
+/// region `local` (the local side of a BTL get: its creator promised it is
+/// valid and unaliased until the operation completes). Does not allocate.
+pub fn read_region(pid: u32, local: MemRegion, remote_addr: usize) -> Result<(), CmaError> {
+    transfer_one(Direction::Read, pid, local.addr(), local.len(), remote_addr)
+}
+
+/// Copies the region `local` to `remote_addr` in process `pid` (the local
+/// side of a BTL put). Does not allocate.
+pub fn write_region(pid: u32, local: MemRegion, remote_addr: usize) -> Result<(), CmaError> {
+    transfer_one(
+        Direction::Write,
+        pid,
+        local.addr(),
+        local.len(),
+        remote_addr,
+    )
+}
+
 /// Scatter/gather read: the concatenation of the `remote` ranges of `pid`
 /// goes into the concatenation of `local`. Both totals must be equal.
 pub fn readv(
@@ -533,9 +554,11 @@ fn syscall_rw(
     };
     let n = match direction {
         // SAFETY: every local iovec was built from a live Rust slice the
-        // caller holds for the duration of the call: `&mut` slices for the
-        // read (the kernel writes them), shared or `&mut` ones for the write
-        // (the kernel only reads them). Lengths are at most IOV_MAX. Remote
+        // caller holds for the duration of the call (`&mut` slices for the
+        // read: the kernel writes them; shared or `&mut` ones for the write:
+        // the kernel only reads them), or from a `MemRegion`, whose creator
+        // promised the same (valid, and unaliased when written, until the
+        // operation completes). Lengths are at most IOV_MAX. Remote
         // iovecs are checked by the kernel against the peer's address space.
         Direction::Read => unsafe {
             libc::process_vm_readv(

@@ -7,7 +7,8 @@
 //! operations, sends of every size class with content and tags intact,
 //! per-endpoint ordering, back-pressure (`NoResource` then delivery of
 //! everything exactly once), one completion per token, RDMA up to 64 MiB,
-//! and that stale or forged remote keys are errors.
+//! that stale or forged remote keys are errors, and that a peer that goes
+//! away (its module dropped) is reported once and refused afterwards.
 //!
 //! Panics (with a message naming the check and the BTL) on any violation.
 
@@ -158,6 +159,7 @@ pub fn run_all<B: Btl>(mut make: impl FnMut() -> Pair<B>) {
     back_pressure(make());
     rdma(make());
     forged_and_stale_keys(make());
+    peer_gone(make());
 }
 
 /// Advertised capabilities match the operations that work.
@@ -590,6 +592,128 @@ pub fn forged_and_stale_keys<B: Btl>(mut pair: Pair<B>) {
     );
 }
 
+/// A peer that goes away (two-module pairs; a loopback pair has no other
+/// side): with sends (and, where supported, a get) in flight, side b is
+/// dropped. Side a must report the loss through `on_peer_lost` exactly once
+/// within 5 seconds of progress, complete every outstanding token exactly
+/// once, and refuse later sends to the lost endpoint with `PeerGone`.
+pub fn peer_gone<B: Btl>(pair: Pair<B>) {
+    let (mut a, b, mut tick) = match pair {
+        Pair::Loopback(_) => return,
+        Pair::Two(a, b) => (a, b, None),
+        Pair::Clocked(a, b, tick) => (a, b, Some(tick)),
+    };
+    let name = a.btl.name();
+    let caps = a.btl.caps();
+    let ep = a.ep;
+    let mut tx = Recorder::default();
+    let mut progress = |a: &mut Side<B>, tx: &mut Recorder| {
+        a.btl.progress(tx);
+        if let Some(tick) = tick.as_mut() {
+            tick();
+        }
+    };
+    let mut pending = Vec::new();
+    // Sends in flight: up to 64, or until the first refusal.
+    for i in 0..64u64 {
+        let Ok(mut d) = a.btl.alloc(ep, 64) else {
+            break;
+        };
+        d.buf.copy_from_slice(&pattern(64, i as u8));
+        match a.btl.send(d, AmTag(9), Token(i)) {
+            Ok(SendOutcome::Pending) => pending.push(Token(i)),
+            Ok(SendOutcome::Done) => {}
+            Err((d, _)) => {
+                a.btl.free(d);
+                break;
+            }
+        }
+    }
+    if caps.contains(Caps::SENDI) {
+        let _ = a.btl.sendi(ep, AmTag(9), &[b"in flight"]);
+    }
+    // A get in flight, where supported (the memory stays valid: only the
+    // module goes).
+    let remote = pattern(4096, 21);
+    let local = vec![0u8; 4096];
+    let mut b = b;
+    if caps.contains(Caps::GET) {
+        let reg = b
+            .btl
+            .register_mem(region(&remote), Access::REMOTE_READ)
+            .unwrap_or_else(|e| panic!("{name}: register_mem: {e}"));
+        let t = Token(1000);
+        for _ in 0..100 {
+            match a.btl.get(ep, region(&local), &reg.key, 0, t) {
+                Ok(()) => {
+                    pending.push(t);
+                    break;
+                }
+                Err(BtlError::NoResource) => progress(&mut a, &mut tx),
+                Err(e) => panic!("{name}: get before the loss: {e}"),
+            }
+        }
+    }
+    drop(b);
+    let start = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(5);
+    while tx.lost.is_empty() {
+        assert!(
+            start.elapsed() < limit,
+            "{name}: a dropped peer was not reported lost within {limit:?}"
+        );
+        progress(&mut a, &mut tx);
+    }
+    assert_eq!(tx.lost, vec![ep], "{name}: the lost endpoint");
+    while !pending.iter().all(|t| tx.completions.contains_key(t)) {
+        assert!(
+            start.elapsed() < limit,
+            "{name}: operations to a lost peer never completed"
+        );
+        progress(&mut a, &mut tx);
+    }
+    for _ in 0..100 {
+        progress(&mut a, &mut tx);
+    }
+    assert_eq!(tx.lost, vec![ep], "{name}: a peer loss is reported once");
+    for t in &pending {
+        assert_eq!(
+            tx.completions[t].len(),
+            1,
+            "{name}: token {t:?} completed {} times",
+            tx.completions[t].len()
+        );
+    }
+    for t in tx.completions.keys() {
+        assert!(
+            pending.contains(t),
+            "{name}: completion for {t:?}, never pending"
+        );
+    }
+    if caps.contains(Caps::SENDI) {
+        let r = a.btl.sendi(ep, AmTag(1), &[b"after"]);
+        assert!(
+            matches!(r, Err(BtlError::PeerGone(e, _)) if e == ep),
+            "{name}: sendi to a lost peer: {r:?}"
+        );
+    }
+    let r = a
+        .btl
+        .alloc(ep, 8)
+        .and_then(|d| match a.btl.send(d, AmTag(1), Token(5000)) {
+            Ok(o) => Ok(o),
+            Err((d, e)) => {
+                a.btl.free(d);
+                Err(e)
+            }
+        });
+    assert!(
+        matches!(r, Err(BtlError::PeerGone(e, _)) if e == ep),
+        "{name}: send to a lost peer: {r:?}"
+    );
+    drop(local);
+}
+
 /// A pair of one `self` module reaching itself (for the suite's own tests).
 pub fn self_pair() -> Pair<crate::self_btl::SelfBtl> {
     let mut btl = crate::self_btl::SelfBtl::new(0, crate::self_btl::DEFAULT_LIMITS);
@@ -636,4 +760,48 @@ pub fn sim_pair(cfg: crate::sim::SimConfig) -> Pair<crate::sim::SimBtl> {
             clock.advance_to_next();
         }),
     )
+}
+
+/// A pair of sm modules in this process (local ranks 0 and 1 of 2, ranks 0
+/// and 1), each given the other's card; single copy enabled on both.
+#[cfg(not(loom))]
+pub fn sm_pair() -> Pair<crate::sm::SmBtl> {
+    sm_pair_with(true, true)
+}
+
+/// [`sm_pair`] with single copy set per side. With `(true, false)` side a
+/// (the sender of every check) advertises put and get, but its peer does
+/// not accept CMA: every put and get goes through the copy-in/copy-out
+/// emulation over the rings.
+#[cfg(not(loom))]
+pub fn sm_pair_with(single_copy_a: bool, single_copy_b: bool) -> Pair<crate::sm::SmBtl> {
+    use crate::sm::{SmBtl, SmConfig};
+    let make = |index: u32, single_copy: bool| {
+        SmBtl::new(SmConfig {
+            single_copy,
+            ..SmConfig::new(index, 2)
+        })
+        .expect("sm module")
+    };
+    let mut a = make(0, single_copy_a);
+    let mut b = make(1, single_copy_b);
+    let card_a = a.business_card();
+    let card_b = b.business_card();
+    let ab = a
+        .add_peer(&PeerInfo {
+            rank: 1,
+            local: true,
+            card: Some(&card_b),
+        })
+        .unwrap()
+        .expect("sm reaches a local rank");
+    let ba = b
+        .add_peer(&PeerInfo {
+            rank: 0,
+            local: true,
+            card: Some(&card_a),
+        })
+        .unwrap()
+        .expect("sm reaches a local rank");
+    Pair::Two(Side { btl: a, ep: ab }, Side { btl: b, ep: ba })
 }

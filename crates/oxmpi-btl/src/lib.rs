@@ -8,9 +8,9 @@
 //! * [`self_btl`]: the `self` BTL.
 //! * [`sim`]: a simulated BTL (virtual time, seeded faults) for testing the
 //!   layers above in one process.
-//! * [`sm`]: shared-memory building blocks (segment, lock-free rings) and
-//!   [`cma`]: single-copy transfers between processes. (The sm BTL itself
-//!   and tcp are still to come: issue 4 is in progress.)
+//! * [`sm`]: the shared-memory BTL ([`sm::SmBtl`]) and its building blocks
+//!   (segment, lock-free rings), with [`cma`]: single-copy transfers between
+//!   processes.
 //!
 //! Layer rule: this crate depends on `oxmpi-runtime` only; it knows nothing
 //! of the PML, matching or MPI semantics. `unsafe` is allowed only in the
@@ -24,3 +24,4 @@ pub mod mem;
 pub mod self_btl;
 pub mod sim;
 pub mod sm;
+pub mod tcp;

@@ -268,7 +268,7 @@ impl Btl for SelfBtl {
         Ok(())
     }
 
-    fn progress<S: BtlSink>(&mut self, sink: &mut S) -> usize {
+    fn progress(&mut self, sink: &mut dyn BtlSink) -> usize {
         let mut n = 0;
         while let Some((token, result)) = self.completions.pop_front() {
             sink.on_complete(token, result);

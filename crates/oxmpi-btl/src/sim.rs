@@ -17,7 +17,8 @@
 //!   probability, having done nothing;
 //! * peer loss: [`SimNet::kill`] makes a rank vanish: fragments to and from
 //!   it are dropped, its peers get [`BtlSink::on_peer_lost`] and their
-//!   operations towards it complete with [`BtlError::PeerGone`].
+//!   operations towards it complete with [`BtlError::PeerGone`]. Dropping a
+//!   rank's [`SimBtl`] does the same (its process went away).
 //!
 //! The world is single-threaded (`Rc<RefCell<..>>`): one test drives every
 //! rank's progress in turn.
@@ -381,6 +382,18 @@ impl SimBtl {
     }
 }
 
+impl Drop for SimBtl {
+    /// A module that goes away is a rank that vanished ([`SimNet::kill`]).
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.net.world.try_borrow_mut() {
+            w.dead.insert(self.rank);
+            w.inbox.remove(&self.rank);
+            let rank = self.rank;
+            w.regs.retain(|(r, _), _| *r != rank);
+        }
+    }
+}
+
 impl Btl for SimBtl {
     fn name(&self) -> &'static str {
         "sim"
@@ -560,7 +573,7 @@ impl Btl for SimBtl {
         self.rdma(ep, local, remote, remote_offset, token, false)
     }
 
-    fn progress<S: BtlSink>(&mut self, sink: &mut S) -> usize {
+    fn progress(&mut self, sink: &mut dyn BtlSink) -> usize {
         // Report newly dead peers first.
         let dead: Vec<u32> = {
             let w = self.net.world.borrow();

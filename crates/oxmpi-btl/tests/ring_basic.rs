@@ -5,8 +5,8 @@
 #![cfg(not(loom))]
 
 use oxmpi_btl::sm::ring::{
-    record_bytes, Inbox, Ring, RingConsumer, RingError, RingProducer, SendError, DEFAULT_CAPACITY,
-    INLINE_PAYLOAD,
+    record_bytes, Inbox, InboxReceiver, PollError, Ring, RingConsumer, RingError, RingProducer,
+    SendError, DEFAULT_CAPACITY, INLINE_PAYLOAD,
 };
 use proptest::prelude::*;
 use std::collections::VecDeque;
@@ -407,6 +407,81 @@ fn inbox_is_fair_to_a_quiet_sender() {
     seen.clear();
     rx.poll_all(|s, _, _| seen.push(s)).unwrap();
     assert_eq!(seen[0], 2);
+}
+
+#[test]
+fn control_records_are_told_apart() {
+    let inbox = Inbox::new_heap(2, 1024).unwrap();
+    let mut rx = inbox.receiver().unwrap();
+    let mut p = inbox.attach_sender(1).unwrap();
+    p.try_send(7, &[b"user"]).unwrap();
+    p.try_send_control(7, &[b"ctl", b"!"]).unwrap();
+    let mut r = p.try_reserve(100).unwrap();
+    r.payload_mut().fill(9);
+    r.commit_control(200);
+    p.try_send(255, &[]).unwrap();
+    let mut got = Vec::new();
+    rx.poll_all_flagged(|s, t, c, d| got.push((s, t, c, d.to_vec())))
+        .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            (1, 7, false, b"user".to_vec()),
+            (1, 7, true, b"ctl!".to_vec()),
+            (1, 200, true, vec![9; 100]),
+            (1, 255, false, vec![]),
+        ]
+    );
+}
+
+#[test]
+fn a_corrupt_ring_is_reported_and_no_longer_polled() {
+    let n = 2;
+    let cap = 1024;
+    let len = Inbox::required_bytes(n, cap).unwrap();
+    let mut buf = vec![0u64; len / 8 + 16];
+    let base = NonNull::new(buf.as_mut_ptr().cast::<u8>()).unwrap();
+    let base = {
+        let a = base.as_ptr() as usize;
+        // SAFETY: rounding up to 128 stays within the 128 spare bytes.
+        unsafe { NonNull::new_unchecked(base.as_ptr().add(a.next_multiple_of(128) - a)) }
+    };
+    // SAFETY: the buffer outlives every handle below and is used only
+    // through the inbox API, except the one header word forged below.
+    unsafe {
+        Inbox::init(base, len, n, cap).unwrap();
+        let mut p0 = Inbox::attach_sender(base, len, 0).unwrap();
+        let mut p1 = Inbox::attach_sender(base, len, 1).unwrap();
+        let mut rx = InboxReceiver::attach(base, len).unwrap();
+        p0.try_send(1, &[b"zero"]).unwrap();
+        p1.try_send(2, &[b"one"]).unwrap();
+        assert_eq!(rx.poll_all_flagged(|_, _, _, _| ()).unwrap(), 2);
+        // Sender 1's next header: this lap's stamp, flags 4 alone (CONTROL
+        // without RECORD) is not a header.
+        let ring1 = 256 + Ring::required_bytes(cap);
+        let at = base.as_ptr().add(ring1 + 256 + 64).cast::<u64>();
+        at.write_volatile(1 | 4 << 40);
+        p0.try_send(3, &[b"still here"]).unwrap();
+        let mut seen = Vec::new();
+        let mut errors = Vec::new();
+        for _ in 0..3 {
+            match rx.poll_all_flagged(|s, _, _, d| seen.push((s, d.to_vec()))) {
+                Ok(_) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        assert!(matches!(
+            errors.as_slice(),
+            [PollError {
+                sender: Some(1),
+                error: RingError::Corrupt { .. }
+            }]
+        ));
+        assert_eq!(seen, vec![(0, b"still here".to_vec())]);
+        assert_eq!(rx.active_senders().collect::<Vec<_>>(), vec![0]);
+        drop((p0, p1, rx));
+    }
+    drop(buf);
 }
 
 #[derive(Debug, Clone)]

@@ -16,6 +16,7 @@
 //! FRAG  (24)  recv_req:u64 send_req:u64 offset:u64                  + data
 //! PUT   (33+k) send_req:u64 recv_req:u64 offset:u64 len:u64 key_len:u8 key
 //! FIN   (20)  req:u64 size:u64 status:i32
+//! CREDIT (8)  bytes:u64
 //! ```
 //!
 //! A MATCH header is 12 bytes so that, behind an 8-byte ring header, 44
@@ -47,6 +48,8 @@ pub enum HdrType {
     Put = 70,
     /// RDMA done (or failed): completes the peer's side.
     Fin = 71,
+    /// Receiver to sender: eager bytes consumed, credit returned.
+    Credit = 72,
 }
 
 impl HdrType {
@@ -66,6 +69,7 @@ impl HdrType {
             69 => HdrType::Frag,
             70 => HdrType::Put,
             71 => HdrType::Fin,
+            72 => HdrType::Credit,
             _ => return None,
         })
     }
@@ -203,6 +207,12 @@ pub enum Hdr {
         /// 0, or an MPI error class.
         status: i32,
     },
+    /// Eager credit returned to the sender: `bytes` of its eager traffic
+    /// on context `ctx` have left the receiver's unexpected queue.
+    Credit {
+        /// Bytes of credit returned.
+        bytes: u64,
+    },
 }
 
 /// Why bytes from a peer are not a valid header.
@@ -241,6 +251,8 @@ pub const NACK_LEN: usize = 20;
 pub const FRAG_LEN: usize = 24;
 /// FIN header length.
 pub const FIN_LEN: usize = 20;
+/// CREDIT header length.
+pub const CREDIT_LEN: usize = 8;
 /// PUT header length without the key.
 pub const PUT_FIXED_LEN: usize = 33;
 /// The largest header (RGET or PUT with the largest key).
@@ -367,6 +379,7 @@ impl Hdr {
             Hdr::Frag { .. } => HdrType::Frag,
             Hdr::Put { .. } => HdrType::Put,
             Hdr::Fin { .. } => HdrType::Fin,
+            Hdr::Credit { .. } => HdrType::Credit,
         }
     }
 
@@ -381,6 +394,7 @@ impl Hdr {
             Hdr::Frag { .. } => FRAG_LEN,
             Hdr::Put { key, .. } => PUT_FIXED_LEN + key.as_bytes().len(),
             Hdr::Fin { .. } => FIN_LEN,
+            Hdr::Credit { .. } => CREDIT_LEN,
         }
     }
 
@@ -402,6 +416,7 @@ impl Hdr {
             HdrType::Frag => FRAG_LEN,
             HdrType::Put => PUT_FIXED_LEN,
             HdrType::Fin => FIN_LEN,
+            HdrType::Credit => CREDIT_LEN,
         };
         need(kind, bytes, fixed)?;
         let mut r = Rd { b: bytes, at: 0 };
@@ -444,6 +459,7 @@ impl Hdr {
                 size: r.u64(),
                 status: r.i32(),
             },
+            HdrType::Credit => Hdr::Credit { bytes: r.u64() },
         };
         let at = r.at;
         Ok((hdr, &bytes[at..]))
@@ -529,6 +545,7 @@ impl Hdr {
                 w.u64(*size);
                 w.i32(*status);
             }
+            Hdr::Credit { bytes } => w.u64(*bytes),
         }
         debug_assert_eq!(w.at, n);
         n

@@ -1,11 +1,168 @@
 //! oxmpi PML "ob1": MPI point-to-point semantics over the BTLs.
 //!
-//! Built so far (issue 6 in progress): [`hdr`], the wire headers every
-//! protocol of seed 000 exchanges, with a fixed little-endian layout parsed
-//! with bounds checks from untrusted bytes.
+//! * [`hdr`]: the wire headers of seed 000, fixed little-endian layouts
+//!   parsed with bounds checks from untrusted bytes.
+//! * [`ob1`]: the protocol engine ([`Ob1`]): protocol selection, the BML
+//!   (per-peer eager, send and RDMA endpoint lists), requests, matching
+//!   through `oxmpi-match`, eager credits, NoResource queueing.
+//! * [`Pml`]: the thread-safe face: a mutex around [`Ob1`], blocking waits
+//!   that spin briefly then yield (at once when oversubscribed).
 //!
 //! Layer rule: the PML never names a concrete BTL; it is generic over
-//! `oxmpi_btl::btl::Btl`.
+//! `oxmpi_btl::btl::Btl` and given its BTL list by the layer above.
 #![forbid(unsafe_code)]
 
+pub mod buffer;
+pub mod config;
+pub mod error;
 pub mod hdr;
+pub mod ob1;
+
+use std::sync::Mutex;
+
+use oxmpi_btl::btl::Btl;
+use oxmpi_btl::mem::MemRegion;
+use oxmpi_match::{Source, Tag};
+
+pub use buffer::{Buffer, Layout};
+pub use config::PmlConfig;
+pub use error::{ErrClass, PmlError};
+pub use ob1::{Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status};
+
+/// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
+pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
+    inner: Mutex<Ob1<B>>,
+    spin: u32,
+}
+
+impl<B: ?Sized + Btl> std::fmt::Debug for Pml<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pml").field("spin", &self.spin).finish()
+    }
+}
+
+impl<B: ?Sized + Btl> Pml<B> {
+    /// Wraps a protocol engine. `oversubscribed`: more ranks than cores,
+    /// so blocking waits yield at once instead of spinning.
+    pub fn new(ob1: Ob1<B>, spin_count: u32, oversubscribed: bool) -> Pml<B> {
+        Pml {
+            inner: Mutex::new(ob1),
+            spin: if oversubscribed { 0 } else { spin_count },
+        }
+    }
+
+    /// Runs `f` with the engine locked.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Ob1<B>) -> T) -> T {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut g)
+    }
+
+    /// One progress pass.
+    pub fn progress(&self) -> usize {
+        self.with(|o| o.progress())
+    }
+
+    /// Waits until `cond` holds, progressing meanwhile: polls `spin` times,
+    /// then yields the core between polls.
+    pub fn wait_until<T>(&self, mut cond: impl FnMut(&mut Ob1<B>) -> Option<T>) -> T {
+        let mut polls = 0u32;
+        loop {
+            let out = self.with(|o| {
+                if let Some(v) = cond(o) {
+                    return Some(v);
+                }
+                o.progress();
+                cond(o)
+            });
+            if let Some(v) = out {
+                return v;
+            }
+            polls = polls.saturating_add(1);
+            if polls > self.spin {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// `MPI_Wait`.
+    pub fn wait(&self, id: ReqId) -> Result<Status, PmlError> {
+        self.wait_until(|o| match o.test(id) {
+            Ok(None) => None,
+            Ok(Some(s)) => Some(Ok(s)),
+            Err(e) => Some(Err(e)),
+        })
+    }
+
+    /// `MPI_Waitany`: index and status of one completed request; `None`
+    /// when every entry is `None` (all inactive).
+    pub fn wait_any(&self, ids: &mut [Option<ReqId>]) -> Result<Option<(usize, Status)>, PmlError> {
+        if ids.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let (i, st) = self.wait_until(|o| {
+            for (i, id) in ids.iter().enumerate() {
+                if let Some(id) = id {
+                    match o.test(*id) {
+                        Ok(Some(s)) => return Some(Ok((i, s))),
+                        Ok(None) => {}
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+            }
+            None
+        })?;
+        ids[i] = None;
+        Ok(Some((i, st)))
+    }
+
+    /// `MPI_Waitall`: statuses in order; every request is consumed.
+    pub fn wait_all(&self, ids: &[ReqId]) -> Result<Vec<Status>, PmlError> {
+        ids.iter().map(|&id| self.wait(id)).collect()
+    }
+
+    /// `MPI_Send` and its modes: blocking send of a contiguous region.
+    pub fn send(
+        &self,
+        buf: Buffer,
+        dst: u32,
+        tag: i32,
+        ctx: u16,
+        mode: SendMode,
+    ) -> Result<Status, PmlError> {
+        let id = self.with(|o| o.isend(buf, dst, tag, ctx, mode))?;
+        self.wait(id)
+    }
+
+    /// `MPI_Recv`.
+    pub fn recv(&self, buf: Buffer, src: Source, tag: Tag, ctx: u16) -> Result<Status, PmlError> {
+        let id = self.with(|o| o.irecv(buf, src, tag, ctx))?;
+        self.wait(id)
+    }
+
+    /// `MPI_Probe`.
+    pub fn probe(&self, src: Source, tag: Tag, ctx: u16) -> Result<Status, PmlError> {
+        self.wait_until(|o| match o.iprobe(src, tag, ctx) {
+            Ok(None) => None,
+            Ok(Some(s)) => Some(Ok(s)),
+            Err(e) => Some(Err(e)),
+        })
+    }
+
+    /// `MPI_Mprobe`.
+    pub fn mprobe(&self, src: Source, tag: Tag, ctx: u16) -> Result<Option<Message>, PmlError> {
+        self.wait_until(|o| match o.improbe(src, tag, ctx) {
+            Ok(None) => None,
+            Ok(Some(m)) => Some(Ok(m)),
+            Err(e) => Some(Err(e)),
+        })
+    }
+
+    /// `MPI_Buffer_detach`: waits until every buffered message has left the
+    /// attached buffer, then returns it.
+    pub fn buffer_detach(&self) -> Result<MemRegion, PmlError> {
+        self.wait_until(|o| (!o.buffer_busy()).then_some(()));
+        self.with(|o| o.buffer_detach())
+    }
+}

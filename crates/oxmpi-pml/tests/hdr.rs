@@ -97,6 +97,7 @@ fn hdr() -> impl Strategy<Value = Hdr> {
             size,
             status
         }),
+        any::<u64>().prop_map(|bytes| Hdr::Credit { bytes }),
     ]
 }
 

@@ -37,10 +37,19 @@
 //! 64-bit random cookie of the card and the length. A dead owner, a reused pid
 //! or fd, a wrong cookie or a wrong size is a [`SegmentError`], never a crash.
 //!
+//! # Closed segments
+//!
+//! The header page also holds a state word, on its own cache line: the owner
+//! sets it when it drops its [`Segment`] (a clean close), and a peer reads it
+//! with [`Mapping::owner_closed`] without any system call. (An owner that is
+//! killed never sets it: peers watch its process for that.)
+//!
 //! The only accesses this module makes to the shared memory are the header
-//! write (by the owner, before its card is published) and the header read (by
-//! a peer, before its mapping is handed out); what the callers do with
-//! [`Segment::as_ptr`] is theirs to synchronise.
+//! write (by the owner, before its card is published), the header read (by
+//! a peer, before its mapping is handed out) and the state word; what the
+//! callers do with [`Segment::as_ptr`] is theirs to synchronise, except that
+//! [`Segment::words`] / [`Mapping::words`] give a safe view of data words
+//! that are only ever accessed atomically.
 #![allow(unsafe_code)]
 
 use std::ffi::c_void;
@@ -48,6 +57,7 @@ use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -59,6 +69,11 @@ pub const DATA_OFFSET: usize = 4096;
 
 /// Length in bytes of an encoded [`SegmentCard`].
 pub const CARD_LEN: usize = 40;
+
+/// Offset in the header page of the owner's state word (its own line).
+const STATE_OFFSET: usize = 64;
+/// State word value once the owner has dropped its segment.
+const STATE_CLOSED: u64 = 1;
 
 /// Magic number at offset 0 of every segment ("OXMPISEG", little endian).
 const HEADER_MAGIC: u64 = u64::from_le_bytes(*b"OXMPISEG");
@@ -380,6 +395,33 @@ impl RawMap {
         }
     }
 
+    /// The owner's state word in the header page.
+    fn state(&self) -> &AtomicU64 {
+        // SAFETY: STATE_OFFSET + 8 <= DATA_OFFSET <= total, so the word is
+        // mapped for as long as `self` lives, and 8-byte aligned (the mapping
+        // is page aligned); AtomicU64 accepts any bit pattern, and nobody
+        // accesses this word except atomically through this method.
+        unsafe { &*self.base.as_ptr().add(STATE_OFFSET).cast::<AtomicU64>() }
+    }
+
+    /// `count` words of the data region from byte `offset`, as atomics.
+    fn words(&self, offset: usize, count: usize) -> Option<&[AtomicU64]> {
+        let len = count.checked_mul(8)?;
+        let end = offset.checked_add(len)?;
+        if offset % 8 != 0 || end > self.total - DATA_OFFSET {
+            return None;
+        }
+        // SAFETY: in bounds of the data region (checked above), 8-byte
+        // aligned (the data region is page aligned, `offset` a multiple of
+        // 8), mapped for as long as `self` lives; AtomicU64 accepts any bit
+        // pattern. Shared memory may change under us at any time: atomics
+        // are the right view of it. The callers' contract (module doc) is to
+        // use these words only atomically.
+        Some(unsafe {
+            std::slice::from_raw_parts(self.data().as_ptr().add(offset).cast::<AtomicU64>(), count)
+        })
+    }
+
     fn data(&self) -> NonNull<u8> {
         // SAFETY: `total` > DATA_OFFSET (checked by `total_len`), so the data
         // pointer is inside the mapping and non-null.
@@ -557,6 +599,13 @@ impl Segment {
         false
     }
 
+    /// `count` 8-byte words of the data region from byte `offset` (a
+    /// multiple of 8), to be used only atomically (e.g. a table that peers
+    /// read through [`Mapping::words`]); `None` when out of bounds.
+    pub fn words(&self, offset: usize, count: usize) -> Option<&[AtomicU64]> {
+        self.map.words(offset, count)
+    }
+
     /// Removes the `/dev/shm` name of a [`BackingKind::ShmFile`] segment; call
     /// it once every peer that needs the segment has attached (after a
     /// fence). Idempotent; a no-op for a memfd.
@@ -627,6 +676,8 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
+        // Peers still mapping the segment learn that its owner closed it.
+        self.map.state().store(STATE_CLOSED, Ordering::Release);
         if let Err(err) = self.unlink_name() {
             tracing::warn!(%err, "dropping a shared segment");
         }
@@ -678,6 +729,17 @@ impl Mapping {
     /// The card this mapping was attached from.
     pub fn card(&self) -> SegmentCard {
         self.card
+    }
+
+    /// Whether the owner has dropped its segment (see the module doc). One
+    /// atomic load, no system call.
+    pub fn owner_closed(&self) -> bool {
+        self.map.state().load(Ordering::Acquire) == STATE_CLOSED
+    }
+
+    /// As [`Segment::words`], in the peer's segment.
+    pub fn words(&self, offset: usize, count: usize) -> Option<&[AtomicU64]> {
+        self.map.words(offset, count)
     }
 }
 

@@ -280,11 +280,29 @@ impl InboxReceiver {
 
     /// Polls the active senders' rings round-robin, at most `budget` records
     /// from each, handing each record to `f(sender, tag, payload)`. Returns
-    /// how many records were handled.
+    /// how many records were handled. (CONTROL records are handed over like
+    /// the others; [`InboxReceiver::poll_all_flagged`] tells them apart.)
     #[inline]
     pub fn poll_all(&mut self, mut f: impl FnMut(usize, u8, &[u8])) -> Result<usize, RingError> {
+        self.poll_all_flagged(|sender, tag, _, payload| f(sender, tag, payload))
+            .map_err(|e| e.error)
+    }
+
+    /// As [`InboxReceiver::poll_all`], with `f(sender, tag, control,
+    /// payload)`: `control` is whether the record was committed as a CONTROL
+    /// record. A ring whose producer wrote something this side cannot accept
+    /// is taken out of the polled set and reported with its sender; the
+    /// other rings keep working.
+    #[inline]
+    pub fn poll_all_flagged(
+        &mut self,
+        mut f: impl FnMut(usize, u8, bool, &[u8]),
+    ) -> Result<usize, PollError> {
         if self.known < self.geometry.n_senders {
-            self.refresh()?;
+            self.refresh().map_err(|error| PollError {
+                sender: None,
+                error,
+            })?;
         }
         let n = self.active.len();
         if n == 0 {
@@ -300,18 +318,44 @@ impl InboxReceiver {
                 start + k
             };
             let (sender, ring) = &mut self.active[i];
+            let sender = *sender;
+            let mut failed = None;
             for _ in 0..self.budget {
-                match ring.peek()? {
-                    Some(r) => {
-                        f(*sender, r.tag(), r.payload());
+                match ring.peek() {
+                    Ok(Some(r)) => {
+                        f(sender, r.tag(), r.is_control(), r.payload());
                         handled += 1;
                     }
-                    None => break,
+                    Ok(None) => break,
+                    Err(error) => {
+                        failed = Some(error);
+                        break;
+                    }
                 }
+            }
+            if let Some(error) = failed {
+                self.active.remove(i);
+                self.next = 0;
+                return Err(PollError {
+                    sender: Some(sender),
+                    error,
+                });
             }
         }
         Ok(handled)
     }
+}
+
+/// A ring (or the active list) of an inbox holds something the receiver
+/// cannot accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("inbox of sender {sender:?}: {error}")]
+pub struct PollError {
+    /// The sender whose ring failed (`None`: the active list itself). That
+    /// ring is no longer polled.
+    pub sender: Option<usize>,
+    /// What was wrong.
+    pub error: RingError,
 }
 
 #[cfg(all(test, not(loom)))]

@@ -49,9 +49,14 @@
 //! ```text
 //!  bits  0..32  stamp = (position / capacity + 1) as u32 (the lap, from 1)
 //!  bits 32..40  tag   (the BTL active-message tag)
-//!  bits 40..44  flags (1 = RECORD, 2 = SKIP; never 0 in a header)
+//!  bits 40..44  flags (1 = RECORD, 2 = SKIP, 5 = RECORD | CONTROL; never 0)
 //!  bits 44..64  payload length (20 bits)
 //! ```
+//!
+//! CONTROL marks a record the BTL keeps for itself (its own protocol, e.g.
+//! copy-in/copy-out RDMA), so that every value of the 8-bit tag stays free
+//! for the layer above: [`Reservation::commit_control`] writes one,
+//! [`Record::is_control`] tells it apart.
 //!
 //! The stamp tells a fresh header from a stale one without any zeroing on
 //! the fast path. When the consumer releases a record it writes 0 over the
@@ -99,7 +104,7 @@ pub mod inbox;
 mod mem;
 mod sync;
 
-pub use inbox::{HeapInbox, Inbox, InboxReceiver};
+pub use inbox::{HeapInbox, Inbox, InboxReceiver, PollError};
 
 use mem::Mem;
 #[cfg(not(loom))]
@@ -137,6 +142,7 @@ const FLAGS_SHIFT: u32 = 40;
 const LEN_SHIFT: u32 = 44;
 const FLAG_RECORD: u64 = 1;
 const FLAG_SKIP: u64 = 2;
+const FLAG_CONTROL: u64 = 4;
 
 /// Bytes a record with `payload_len` bytes of payload occupies in the ring:
 /// header plus payload rounded up to whole lines.
@@ -418,6 +424,22 @@ impl RingProducer {
         r.commit(tag);
         Ok(())
     }
+
+    /// As [`RingProducer::try_send`], for a CONTROL record (see the module
+    /// doc).
+    #[inline]
+    pub fn try_send_control(&mut self, tag: u8, parts: &[&[u8]]) -> Result<(), SendError> {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let mut r = self.try_reserve(len)?;
+        let mut at = 0;
+        let dst = r.payload_mut();
+        for p in parts {
+            dst[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        r.commit_control(tag);
+        Ok(())
+    }
 }
 
 impl Drop for RingProducer {
@@ -473,11 +495,22 @@ impl Reservation<'_> {
     /// Publishes the record with its BTL tag.
     #[inline]
     pub fn commit(self, tag: u8) {
+        self.publish(tag, FLAG_RECORD);
+    }
+
+    /// Publishes the record as a CONTROL record (see the module doc).
+    #[inline]
+    pub fn commit_control(self, tag: u8) {
+        self.publish(tag, FLAG_RECORD | FLAG_CONTROL);
+    }
+
+    #[inline(always)]
+    fn publish(self, tag: u8, flags: u64) {
         let p = self.producer;
         #[cfg(loom)]
         p.mem
             .store_bytes(R_DATA + self.off + HEADER_BYTES, &self.buf);
-        let h = header(stamp_of(p.tail, p.shift), tag, FLAG_RECORD, self.len);
+        let h = header(stamp_of(p.tail, p.shift), tag, flags, self.len);
         // Release: the payload above becomes visible with the header.
         p.mem.word(R_DATA + self.off).store(h, Release);
         p.tail += record_bytes(self.len) as u64;
@@ -563,7 +596,7 @@ impl RingConsumer {
             }
             let flags = (h >> FLAGS_SHIFT) & 0xf;
             let len = (h >> LEN_SHIFT) as usize;
-            if flags == FLAG_RECORD
+            if flags & !FLAG_CONTROL == FLAG_RECORD
                 && len <= self.max_payload
                 && off + record_bytes(len) <= self.capacity as usize
             {
@@ -579,6 +612,7 @@ impl RingConsumer {
                     off,
                     len,
                     tag,
+                    control: flags & FLAG_CONTROL != 0,
                     release: true,
                     #[cfg(loom)]
                     copy,
@@ -640,6 +674,7 @@ pub struct Record<'a> {
     off: usize,
     len: usize,
     tag: u8,
+    control: bool,
     release: bool,
     #[cfg(loom)]
     copy: Vec<u8>,
@@ -650,6 +685,12 @@ impl Record<'_> {
     #[inline]
     pub fn tag(&self) -> u8 {
         self.tag
+    }
+
+    /// Whether the producer committed it as a CONTROL record.
+    #[inline]
+    pub fn is_control(&self) -> bool {
+        self.control
     }
 
     /// The payload, in the ring.

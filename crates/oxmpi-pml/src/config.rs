@@ -1,0 +1,122 @@
+//! The PML's parameters (`pml_ob1_*`).
+
+use oxmpi_runtime::mca::{McaError, ParamSpec, Registry};
+
+/// Tunables of the ob1 PML, read from the parameter registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PmlConfig {
+    /// Largest message (header included) sent with the BTL's immediate
+    /// send (`pml_ob1_sendi_limit`).
+    pub sendi_limit: usize,
+    /// Fragments of one request in flight in the send/receive pipeline
+    /// (`pml_ob1_send_pipeline_depth`).
+    pub send_pipeline_depth: usize,
+    /// BTLs one request stripes RDMA over (`pml_ob1_max_rdma_per_request`).
+    pub max_rdma_per_request: usize,
+    /// BTLs one request's send/receive pipeline uses
+    /// (`pml_ob1_max_send_per_range`).
+    pub max_send_per_range: usize,
+    /// Eager bytes one sender may have parked at one receiver before it
+    /// must use rendezvous (`pml_ob1_eager_credits`).
+    pub eager_credits: usize,
+    /// Keep registrations cached after use (`mpi_leave_pinned`).
+    pub leave_pinned: bool,
+    /// Iterations a blocking wait polls before it starts yielding
+    /// (`pml_ob1_spin_count`); 0 when oversubscribed.
+    pub spin_count: u32,
+    /// Run a progress thread (`pml_ob1_progress_thread`).
+    pub progress_thread: bool,
+}
+
+impl Default for PmlConfig {
+    fn default() -> Self {
+        PmlConfig {
+            sendi_limit: 256,
+            send_pipeline_depth: 4,
+            max_rdma_per_request: 4,
+            max_send_per_range: 4,
+            eager_credits: 4 << 20,
+            leave_pinned: false,
+            spin_count: 20_000,
+            progress_thread: false,
+        }
+    }
+}
+
+impl PmlConfig {
+    /// Registers `pml_ob1_*` with their defaults.
+    pub fn register_params(reg: &mut Registry) -> Result<(), McaError> {
+        let d = PmlConfig::default();
+        reg.register(
+            ParamSpec::size("pml", "ob1", "sendi_limit", d.sendi_limit as u64)
+                .level(4)
+                .help("largest message (header included) sent with an immediate send"),
+        )?;
+        reg.register(
+            ParamSpec::int(
+                "pml",
+                "ob1",
+                "send_pipeline_depth",
+                d.send_pipeline_depth as i64,
+            )
+            .level(5)
+            .help("fragments of one request in flight in the send/receive pipeline"),
+        )?;
+        reg.register(
+            ParamSpec::int(
+                "pml",
+                "ob1",
+                "max_rdma_per_request",
+                d.max_rdma_per_request as i64,
+            )
+            .level(5)
+            .help("BTLs one request stripes RDMA over"),
+        )?;
+        reg.register(
+            ParamSpec::int(
+                "pml",
+                "ob1",
+                "max_send_per_range",
+                d.max_send_per_range as i64,
+            )
+            .level(5)
+            .help("BTLs one request's send/receive pipeline uses"),
+        )?;
+        reg.register(
+            ParamSpec::size("pml", "ob1", "eager_credits", d.eager_credits as u64)
+                .level(5)
+                .help(
+                    "eager bytes one sender may park at one receiver before rendezvous is forced",
+                ),
+        )?;
+        reg.register(
+            ParamSpec::int("pml", "ob1", "spin_count", i64::from(d.spin_count))
+                .level(6)
+                .help("polls of a blocking wait before it yields (0 when oversubscribed)"),
+        )?;
+        reg.register(
+            ParamSpec::bool("pml", "ob1", "progress_thread", d.progress_thread)
+                .level(6)
+                .help("drive progress from a background thread"),
+        )?;
+        Ok(())
+    }
+
+    /// Reads the configuration (the registry must hold the parameters of
+    /// [`PmlConfig::register_params`] and the runtime's `mpi_leave_pinned`).
+    pub fn from_registry(reg: &Registry) -> Result<PmlConfig, McaError> {
+        let us = |v: i64| usize::try_from(v.max(1)).unwrap_or(1);
+        Ok(PmlConfig {
+            sendi_limit: usize::try_from(reg.get_size("pml_ob1_sendi_limit")?).unwrap_or(256),
+            send_pipeline_depth: us(reg.get_int("pml_ob1_send_pipeline_depth")?),
+            max_rdma_per_request: us(reg.get_int("pml_ob1_max_rdma_per_request")?),
+            max_send_per_range: us(reg.get_int("pml_ob1_max_send_per_range")?),
+            eager_credits: usize::try_from(reg.get_size("pml_ob1_eager_credits")?)
+                .unwrap_or(usize::MAX)
+                .max(1024),
+            leave_pinned: reg.get_bool("mpi_leave_pinned").unwrap_or(false),
+            spin_count: u32::try_from(reg.get_int("pml_ob1_spin_count")?.max(0)).unwrap_or(0),
+            progress_thread: reg.get_bool("pml_ob1_progress_thread")?,
+        })
+    }
+}

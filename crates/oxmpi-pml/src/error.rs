@@ -1,0 +1,65 @@
+//! MPI error classes as the PML reports them.
+
+/// The MPI error classes the point-to-point layer can raise. The classic
+/// classes keep the values MPICH and the standard ABI give them (1 to 19);
+/// `ProcFailed` is the ULFM class, whose value the C layer maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum ErrClass {
+    /// `MPI_ERR_BUFFER`: invalid buffer, or the attached buffer is too small.
+    Buffer = 1,
+    /// `MPI_ERR_COUNT`: invalid count.
+    Count = 2,
+    /// `MPI_ERR_TYPE`: invalid datatype.
+    Type = 3,
+    /// `MPI_ERR_TAG`: invalid tag.
+    Tag = 4,
+    /// `MPI_ERR_COMM`: invalid communicator.
+    Comm = 5,
+    /// `MPI_ERR_RANK`: invalid rank.
+    Rank = 6,
+    /// `MPI_ERR_REQUEST`: invalid request handle.
+    Request = 7,
+    /// `MPI_ERR_ARG`: invalid argument.
+    Arg = 13,
+    /// `MPI_ERR_UNKNOWN`.
+    Unknown = 14,
+    /// `MPI_ERR_TRUNCATE`: message truncated on receive.
+    Truncate = 15,
+    /// `MPI_ERR_OTHER`.
+    Other = 16,
+    /// `MPI_ERR_INTERN`: internal error (a protocol violation by a peer).
+    Intern = 17,
+    /// `MPI_ERR_PENDING`.
+    Pending = 19,
+    /// `MPI_ERR_PROC_FAILED`: the peer process failed.
+    ProcFailed = 75,
+}
+
+impl ErrClass {
+    /// The numeric error class.
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// An error raised by the PML: an MPI error class and a message naming the
+/// cause.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{class:?}: {msg}")]
+pub struct PmlError {
+    /// The MPI error class.
+    pub class: ErrClass,
+    /// What went wrong, for a human.
+    pub msg: String,
+}
+
+impl PmlError {
+    /// An error of `class` with message `msg`.
+    pub fn new(class: ErrClass, msg: impl Into<String>) -> PmlError {
+        PmlError {
+            class,
+            msg: msg.into(),
+        }
+    }
+}

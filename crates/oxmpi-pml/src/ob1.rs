@@ -1,0 +1,2562 @@
+//! The ob1 protocol engine: requests, protocol selection (seed 000), the BML,
+//! and the reaction to every header type.
+//!
+//! Single-threaded core: [`crate::Pml`] wraps it in a mutex. Fragments are
+//! handled inside the BTL's progress call through `Sink`, which copies
+//! eager data straight into a matched receive buffer (one copy) and queues
+//! whatever needs a BTL (ACK, FIN, GET, PUT, CREDIT) as an `Action`, run
+//! once the BTL's progress call has returned. `NoResource` puts the action on
+//! the pending queue, re-driven by the next progress call: a BTL refusal is
+//! never an error and never a drop.
+//!
+//! Protocol selection on the sending side ([`Ob1::isend`], after seed 000's
+//! pseudo-code):
+//!
+//! ```text
+//! if not synchronous and size + MATCH <= eager_limit and credits allow:
+//!     if contiguous and size + MATCH <= min(sendi_limit, max_sendi_size): immediate (sendi)
+//!     elif contiguous and BTL sends in place:                         prepared (prepare_src)
+//!     else:                                                           allocated (copy)
+//! elif contiguous and an RDMA BTL to the peer can GET:                 RGET (RDMA direct get)
+//! else: RNDV with the first rndv_eager_limit bytes, PIN when contiguous and the BTL can PUT
+//! ```
+//!
+//! The receiver decides ([`Ob1`]'s rendezvous handling): RGET into a
+//! contiguous, large-enough buffer is a GET then FIN; RNDV with PIN into a
+//! contiguous buffer is the RDMA pipeline (ACK for the tail, PUT requests
+//! for the middle, one single PUT when it is at most `min_rdma_pipeline_size`:
+//! RDMA direct put); anything else (a non-contiguous or too small receive
+//! buffer, no RDMA) is answered with an ACK and becomes the send/receive
+//! pipeline.
+
+use std::collections::VecDeque;
+
+use oxmpi_btl::btl::{
+    Access, AmTag, Btl, BtlError, BtlSink, Caps, Endpoint, Limits, PeerInfo, RegId, RemoteKey,
+    SendOutcome, Token,
+};
+use oxmpi_btl::mem::MemRegion;
+use oxmpi_match::{
+    Arrival, Engine, Envelope, MatchEvent, PostOutcome, ProbeOutcome, RecvHandle, SendSequencer,
+    Source, Tag,
+};
+
+use crate::buffer::Buffer;
+use crate::config::PmlConfig;
+use crate::error::{ErrClass, PmlError};
+use crate::hdr::{
+    Hdr, HdrType, MatchHdr, ReqRef, RndvFlags, RndvHdr, FRAG_LEN, MATCH_LEN, MAX_LEN, RNDV_LEN,
+};
+
+/// `MPI_ANY_TAG` as a status reports it.
+pub const ANY_TAG_STATUS: i32 = -1;
+/// `MPI_PROC_NULL` as a status reports it.
+pub const PROC_NULL_STATUS: i32 = -2;
+
+/// MPI send modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendMode {
+    /// `MPI_Send`: eager or rendezvous, as the PML chooses.
+    Standard,
+    /// `MPI_Bsend`: copied into the attached buffer, complete at once.
+    Buffered,
+    /// `MPI_Ssend`: complete only once the receive has matched.
+    Synchronous,
+    /// `MPI_Rsend`: the receive is known to be posted (sent as standard).
+    Ready,
+}
+
+/// A request handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReqId(pub(crate) ReqRef);
+
+/// A matched-probe message (`MPI_Message`), received with [`Ob1::imrecv`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Message {
+    ctx: u16,
+    env: Envelope,
+    len: usize,
+    slot: u32,
+}
+
+impl Message {
+    /// The matched message's source (communicator rank).
+    pub fn source(&self) -> u32 {
+        self.env.source
+    }
+    /// Its tag.
+    pub fn tag(&self) -> i32 {
+        self.env.tag
+    }
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether it carries no data.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// What a completed request reports (`MPI_Status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Status {
+    /// Source rank in the communicator (receives and probes).
+    pub source: i32,
+    /// Tag of the message.
+    pub tag: i32,
+    /// Bytes received (or sent).
+    pub bytes: usize,
+    /// The request's error class, if it failed (`MPI_ERR_TRUNCATE` keeps the
+    /// data that fitted).
+    pub error: Option<ErrClass>,
+    /// Whether the request was cancelled.
+    pub cancelled: bool,
+}
+
+/// Protocol counters: how many times each protocol ran, so tests can
+/// assert which one carried a message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Eager, immediate send (sendi).
+    pub eager_sendi: u64,
+    /// Eager, prepared in place.
+    pub eager_prepared: u64,
+    /// Eager, allocated and copied.
+    pub eager_copy: u64,
+    /// Rendezvous (RNDV) started.
+    pub rndv: u64,
+    /// RNDV forced because the peer's eager credits were spent.
+    pub rndv_forced_by_credits: u64,
+    /// RGET started by a sender.
+    pub rget: u64,
+    /// RDMA direct gets done by a receiver.
+    pub rdma_get: u64,
+    /// RDMA direct put (one PUT for the whole middle).
+    pub rdma_put: u64,
+    /// RDMA pipeline (several PUTs).
+    pub rdma_pipeline: u64,
+    /// PUT operations performed by senders.
+    pub puts: u64,
+    /// Send/receive pipeline transfers (a rendezvous answered by an ACK
+    /// with bytes to send).
+    pub send_pipeline: u64,
+    /// Send/receive pipeline fragments sent.
+    pub frags: u64,
+    /// Rendezvous that the receiver answered with the pipeline although the
+    /// sender proposed RDMA (non-contiguous or short receive buffer).
+    pub receiver_fallback: u64,
+    /// Buffered sends packed into the attached buffer.
+    pub buffered: u64,
+    /// Synchronous sends.
+    pub synchronous: u64,
+    /// Messages that arrived before their receive was posted.
+    pub unexpected: u64,
+    /// Times a BTL answered NoResource and the operation was queued.
+    pub no_resource: u64,
+    /// CREDIT messages sent.
+    pub credits_returned: u64,
+    /// Fragments dropped because they failed validation.
+    pub bad_fragments: u64,
+    /// Bytes sent to each world rank.
+    pub bytes_sent: Vec<u64>,
+    /// Bytes received from each world rank.
+    pub bytes_received: Vec<u64>,
+}
+
+/// What the caller knows about one world rank: whether it shares this node,
+/// and its business card for each BTL (same order as the BTL list).
+#[derive(Clone, Debug, Default)]
+pub struct PeerDesc {
+    /// Same node as this process.
+    pub local: bool,
+    /// Business card per BTL (`None`: that BTL published nothing).
+    pub cards: Vec<Option<Vec<u8>>>,
+}
+
+/// One peer's endpoints (seed 001's BML endpoint): eager, send and RDMA
+/// lists of (BTL index, endpoint).
+#[derive(Clone, Debug, Default)]
+struct PeerEps {
+    eager: Option<(usize, Endpoint)>,
+    send: Vec<(usize, Endpoint)>,
+    rdma: Vec<(usize, Endpoint)>,
+    rr: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Comm {
+    world: Vec<u32>,
+    me: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    Sendi,
+    Eager,
+    Rndv,
+    Rget,
+}
+
+#[derive(Debug)]
+struct SendReq {
+    ctx: u16,
+    dst: u32,
+    peer: u32,
+    tag: i32,
+    buf: Buffer,
+    len: usize,
+    mode: SendMode,
+    proto: Proto,
+    first_len: usize,
+    first_sent: bool,
+    first_done: bool,
+    need_ack: bool,
+    acked: bool,
+    fin: bool,
+    recv_req: ReqRef,
+    sched_off: usize,
+    end_off: usize,
+    inflight: usize,
+    put_expect: usize,
+    put_done: usize,
+    reg: Option<(usize, RegId)>,
+    bsend: Option<(usize, usize)>,
+    internal: bool,
+    credit: usize,
+    seq: u16,
+    rkey: Option<RemoteKey>,
+}
+
+#[derive(Debug)]
+struct RecvReq {
+    ctx: u16,
+    src: Source,
+    tag: Tag,
+    buf: Buffer,
+    handle: Option<RecvHandle>,
+    matched: bool,
+    peer: u32,
+    send_req: ReqRef,
+    msg_len: usize,
+    got: usize,
+    reg: Option<(usize, RegId)>,
+    rkey: Option<RemoteKey>,
+    rflags: RndvFlags,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Send(Box<SendReq>),
+    Recv(Box<RecvReq>),
+}
+
+#[derive(Debug)]
+struct Req {
+    done: bool,
+    status: Status,
+    user_freed: bool,
+    persistent: bool,
+    active: bool,
+    kind: Kind,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    gen: u32,
+    req: Option<Req>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum UnexpKind {
+    Eager,
+    Rndv {
+        hdr: RndvHdr,
+        key: Option<RemoteKey>,
+    },
+}
+
+#[derive(Debug)]
+struct UnexpMsg {
+    kind: UnexpKind,
+    peer: u32,
+    credit: usize,
+    data: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum TokKind {
+    First,
+    Frag,
+    Get(usize),
+    Put { recv_req: ReqRef, len: usize },
+    Ctl,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tok {
+    req: ReqRef,
+    kind: TokKind,
+}
+
+/// Work that needs a BTL, queued from inside a BTL's progress call or
+/// refused with NoResource and retried.
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    Ctl {
+        peer: u32,
+        hdr: Hdr,
+    },
+    Rndv(ReqRef),
+    Drive(ReqRef),
+    Start(ReqRef),
+    Put {
+        send_req: ReqRef,
+        recv_req: ReqRef,
+        offset: usize,
+        len: usize,
+        key: RemoteKey,
+    },
+    Get(ReqRef),
+}
+
+#[derive(Debug)]
+struct Bsend {
+    region: MemRegion,
+    /// Live allocations (offset, length), sorted by offset.
+    used: Vec<(usize, usize)>,
+}
+
+/// The request slab: slots with generations, so a stale or forged
+/// reference is recognised.
+#[derive(Debug, Default)]
+struct Reqs {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+impl Reqs {
+    fn alloc(&mut self, req: Req) -> ReqRef {
+        if let Some(i) = self.free.pop() {
+            let s = &mut self.slots[i as usize];
+            s.req = Some(req);
+            ReqRef {
+                index: i,
+                generation: s.gen,
+            }
+        } else {
+            let i = self.slots.len() as u32;
+            self.slots.push(Slot {
+                gen: 1,
+                req: Some(req),
+            });
+            ReqRef {
+                index: i,
+                generation: 1,
+            }
+        }
+    }
+
+    fn free(&mut self, r: ReqRef) {
+        if let Some(s) = self.slots.get_mut(r.index as usize) {
+            if s.gen == r.generation && s.req.is_some() {
+                s.req = None;
+                s.gen = s.gen.wrapping_add(1).max(1);
+                self.free.push(r.index);
+            }
+        }
+    }
+
+    fn get(&self, r: ReqRef) -> Option<&Req> {
+        let s = self.slots.get(r.index as usize)?;
+        (s.gen == r.generation).then_some(())?;
+        s.req.as_ref()
+    }
+
+    fn get_mut(&mut self, r: ReqRef) -> Option<&mut Req> {
+        let s = self.slots.get_mut(r.index as usize)?;
+        (s.gen == r.generation).then_some(())?;
+        s.req.as_mut()
+    }
+}
+
+/// The state every handler needs, apart from the BTLs themselves.
+#[derive(Debug)]
+pub(crate) struct State {
+    cfg: PmlConfig,
+    me: u32,
+    limits: Vec<Limits>,
+    caps: Vec<Caps>,
+    bml: Vec<PeerEps>,
+    comms: Vec<Option<Comm>>,
+    engine: Engine<ReqRef, u32>,
+    seq: SendSequencer,
+    reqs: Reqs,
+    unexp: Vec<Option<UnexpMsg>>,
+    free_unexp: Vec<u32>,
+    spare: Vec<Vec<u8>>,
+    early: Vec<(MatchHdr, u32)>,
+    toks: Vec<Option<Tok>>,
+    free_toks: Vec<u32>,
+    actions: VecDeque<Action>,
+    pending: VecDeque<Action>,
+    credits: Vec<usize>,
+    owed: Vec<usize>,
+    dead: Vec<Option<String>>,
+    counters: Counters,
+    tick: u32,
+    bsend: Option<Bsend>,
+    dereg: Vec<(usize, RegId)>,
+}
+
+/// The ob1 PML over a list of BTLs.
+pub struct Ob1<B: ?Sized + Btl> {
+    btls: Vec<Box<B>>,
+    st: State,
+}
+
+impl<B: ?Sized + Btl> std::fmt::Debug for Ob1<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ob1")
+            .field(
+                "btls",
+                &self.btls.iter().map(|b| b.name()).collect::<Vec<_>>(),
+            )
+            .field("me", &self.st.me)
+            .finish()
+    }
+}
+
+fn err(class: ErrClass, msg: impl Into<String>) -> PmlError {
+    PmlError::new(class, msg)
+}
+
+fn btl_err(e: &BtlError) -> ErrClass {
+    match e {
+        BtlError::PeerGone(..) => ErrClass::ProcFailed,
+        BtlError::Invalid(_) => ErrClass::Arg,
+        _ => ErrClass::Other,
+    }
+}
+
+impl<B: ?Sized + Btl> Ob1<B> {
+    /// Builds the PML for world rank `me` of `peers.len()` ranks over
+    /// `btls`, binding (lazily, inside each BTL) an endpoint per reachable
+    /// peer and building the BML's eager, send and RDMA lists.
+    pub fn new(
+        cfg: PmlConfig,
+        me: u32,
+        mut btls: Vec<Box<B>>,
+        peers: &[PeerDesc],
+    ) -> Result<Ob1<B>, PmlError> {
+        let n = peers.len();
+        if me as usize >= n {
+            return Err(err(ErrClass::Rank, format!("rank {me} of {n} ranks")));
+        }
+        let limits: Vec<Limits> = btls.iter().map(|b| *b.limits()).collect();
+        let caps: Vec<Caps> = btls.iter().map(|b| b.caps()).collect();
+        let mut bml = Vec::with_capacity(n);
+        for (rank, p) in peers.iter().enumerate() {
+            let mut reach = Vec::new();
+            for (i, b) in btls.iter_mut().enumerate() {
+                let info = PeerInfo {
+                    rank: rank as u32,
+                    local: p.local,
+                    card: p.cards.get(i).and_then(|c| c.as_deref()),
+                };
+                match b.add_peer(&info) {
+                    Ok(Some(ep)) => reach.push((i, ep)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(btl = b.name(), rank, "add_peer: {e}");
+                    }
+                }
+            }
+            let mut eps = PeerEps::default();
+            if let Some(best) = reach.iter().map(|&(i, _)| limits[i].exclusivity).max() {
+                let mut top: Vec<(usize, Endpoint)> = reach
+                    .iter()
+                    .copied()
+                    .filter(|&(i, _)| limits[i].exclusivity == best)
+                    .collect();
+                top.sort_by_key(|&(i, _)| limits[i].latency);
+                eps.eager = top.first().copied();
+                eps.send = top.clone();
+                eps.rdma = top
+                    .iter()
+                    .copied()
+                    .filter(|&(i, _)| caps[i].contains(Caps::PUT) || caps[i].contains(Caps::GET))
+                    .collect();
+                eps.rdma
+                    .sort_by_key(|&(i, _)| std::cmp::Reverse(limits[i].bandwidth));
+            }
+            bml.push(eps);
+        }
+        let credits = vec![cfg.eager_credits; n];
+        Ok(Ob1 {
+            btls,
+            st: State {
+                cfg,
+                me,
+                limits,
+                caps,
+                bml,
+                comms: Vec::new(),
+                engine: Engine::with_capacity(256, 256),
+                seq: SendSequencer::new(),
+                reqs: Reqs {
+                    slots: Vec::with_capacity(256),
+                    free: Vec::with_capacity(256),
+                },
+                unexp: Vec::with_capacity(256),
+                free_unexp: Vec::with_capacity(256),
+                spare: Vec::new(),
+                early: Vec::new(),
+                toks: Vec::with_capacity(256),
+                free_toks: Vec::with_capacity(256),
+                actions: VecDeque::with_capacity(64),
+                pending: VecDeque::with_capacity(64),
+                credits,
+                owed: vec![0; n],
+                dead: vec![None; n],
+                counters: Counters {
+                    bytes_sent: vec![0; n],
+                    bytes_received: vec![0; n],
+                    ..Counters::default()
+                },
+                tick: 0,
+                bsend: None,
+                dereg: Vec::new(),
+            },
+        })
+    }
+
+    /// This process's world rank.
+    pub fn rank(&self) -> u32 {
+        self.st.me
+    }
+
+    /// Number of world ranks.
+    pub fn size(&self) -> u32 {
+        self.st.bml.len() as u32
+    }
+
+    /// Names of the BTLs that reach world rank `peer` for eager messages,
+    /// send/receive and RDMA (for tests and `oxmpi-info`-style reports).
+    pub fn peer_btls(&self, peer: u32) -> Option<(Vec<&'static str>, Vec<&'static str>)> {
+        let eps = self.st.bml.get(peer as usize)?;
+        let names = |l: &[(usize, Endpoint)]| l.iter().map(|&(i, _)| self.btls[i].name()).collect();
+        Some((names(&eps.send), names(&eps.rdma)))
+    }
+
+    /// A snapshot of the protocol counters.
+    pub fn counters(&self) -> Counters {
+        self.st.counters.clone()
+    }
+
+    /// Adds a communicator: context id `ctx`, its ranks as world ranks, and
+    /// this process's rank in it. Messages that arrived for it already are
+    /// matched now.
+    pub fn add_comm(&mut self, ctx: u16, world: Vec<u32>, me: u32) -> Result<(), PmlError> {
+        let n = world.len();
+        if me as usize >= n || world[me as usize] != self.st.me {
+            return Err(err(ErrClass::Comm, "this process is not the given rank"));
+        }
+        if world.iter().any(|&w| w as usize >= self.st.bml.len()) {
+            return Err(err(
+                ErrClass::Rank,
+                "communicator names a rank past the job",
+            ));
+        }
+        let i = usize::from(ctx);
+        if self.st.comms.len() <= i {
+            self.st.comms.resize(i + 1, None);
+        }
+        if self.st.comms[i].is_some() {
+            return Err(err(ErrClass::Comm, format!("context {ctx} exists")));
+        }
+        let np = n as u32;
+        self.st
+            .engine
+            .add_context(u32::from(ctx), np)
+            .map_err(|e| err(ErrClass::Intern, format!("{e:?}")))?;
+        self.st
+            .seq
+            .add_context(u32::from(ctx), np)
+            .map_err(|e| err(ErrClass::Intern, format!("{e:?}")))?;
+        self.st.comms[i] = Some(Comm { world, me });
+        let early: Vec<(MatchHdr, u32)> = std::mem::take(&mut self.st.early);
+        for (m, slot) in early {
+            if m.ctx == ctx {
+                self.st.arrival_stored(m, slot);
+            } else {
+                self.st.early.push((m, slot));
+            }
+        }
+        self.run_actions();
+        Ok(())
+    }
+
+    /// Removes a communicator (`MPI_Comm_free` once its traffic is done).
+    pub fn remove_comm(&mut self, ctx: u16) -> Result<(), PmlError> {
+        let i = usize::from(ctx);
+        if self.st.comms.get(i).map_or(true, |c| c.is_none()) {
+            return Err(err(ErrClass::Comm, format!("no context {ctx}")));
+        }
+        let removed = self
+            .st
+            .engine
+            .remove_context(u32::from(ctx))
+            .map_err(|e| err(ErrClass::Intern, format!("{e:?}")))?;
+        for r in removed.posted {
+            self.st.fail(
+                r,
+                ErrClass::Comm,
+                "communicator freed with this receive posted",
+            );
+        }
+        for m in removed.unexpected {
+            self.st.free_unexp(m.msg);
+        }
+        self.st.seq.remove_context(u32::from(ctx));
+        self.st.comms[i] = None;
+        Ok(())
+    }
+
+    fn comm(&self, ctx: u16) -> Result<&Comm, PmlError> {
+        self.st
+            .comms
+            .get(usize::from(ctx))
+            .and_then(|c| c.as_ref())
+            .ok_or_else(|| {
+                err(
+                    ErrClass::Comm,
+                    format!("no communicator with context {ctx}"),
+                )
+            })
+    }
+
+    /// Starts a send of `buf` to rank `dst` of communicator `ctx`.
+    pub fn isend(
+        &mut self,
+        buf: Buffer,
+        dst: u32,
+        tag: i32,
+        ctx: u16,
+        mode: SendMode,
+    ) -> Result<ReqId, PmlError> {
+        let r = self.new_send(buf, dst, tag, ctx, mode, false)?;
+        self.start(r)?;
+        Ok(r)
+    }
+
+    /// Creates an inactive persistent send (`MPI_Send_init` and friends).
+    pub fn send_init(
+        &mut self,
+        buf: Buffer,
+        dst: u32,
+        tag: i32,
+        ctx: u16,
+        mode: SendMode,
+    ) -> Result<ReqId, PmlError> {
+        self.new_send(buf, dst, tag, ctx, mode, true)
+    }
+
+    fn new_send(
+        &mut self,
+        buf: Buffer,
+        dst: u32,
+        tag: i32,
+        ctx: u16,
+        mode: SendMode,
+        persistent: bool,
+    ) -> Result<ReqId, PmlError> {
+        let comm = self.comm(ctx)?;
+        let peer = *comm.world.get(dst as usize).ok_or_else(|| {
+            err(
+                ErrClass::Rank,
+                format!(
+                    "destination rank {dst} of a communicator of {}",
+                    comm.world.len()
+                ),
+            )
+        })?;
+        if tag < 0 && ctx < 0x8000 && tag != i32::MIN {
+            // Negative tags are reserved for internal traffic; the API layer
+            // rejects them for users, the PML accepts them from itself.
+        }
+        let len = buf.len();
+        let s = SendReq {
+            ctx,
+            dst,
+            peer,
+            tag,
+            buf,
+            len,
+            mode,
+            proto: Proto::Eager,
+            first_len: 0,
+            first_sent: false,
+            first_done: false,
+            need_ack: false,
+            acked: false,
+            fin: false,
+            recv_req: ReqRef::default(),
+            sched_off: 0,
+            end_off: 0,
+            inflight: 0,
+            put_expect: 0,
+            put_done: 0,
+            reg: None,
+            bsend: None,
+            internal: false,
+            credit: 0,
+            seq: 0,
+            rkey: None,
+        };
+        let r = self.st.reqs.alloc(Req {
+            done: persistent,
+            status: Status::default(),
+            user_freed: false,
+            persistent,
+            active: false,
+            kind: Kind::Send(Box::new(s)),
+        });
+        Ok(ReqId(r))
+    }
+
+    /// Posts a receive into `buf` from `src` with `tag` on `ctx`.
+    pub fn irecv(
+        &mut self,
+        buf: Buffer,
+        src: Source,
+        tag: Tag,
+        ctx: u16,
+    ) -> Result<ReqId, PmlError> {
+        let r = self.new_recv(buf, src, tag, ctx, false)?;
+        self.start(r)?;
+        Ok(r)
+    }
+
+    /// Creates an inactive persistent receive (`MPI_Recv_init`).
+    pub fn recv_init(
+        &mut self,
+        buf: Buffer,
+        src: Source,
+        tag: Tag,
+        ctx: u16,
+    ) -> Result<ReqId, PmlError> {
+        self.new_recv(buf, src, tag, ctx, true)
+    }
+
+    fn new_recv(
+        &mut self,
+        buf: Buffer,
+        src: Source,
+        tag: Tag,
+        ctx: u16,
+        persistent: bool,
+    ) -> Result<ReqId, PmlError> {
+        let comm = self.comm(ctx)?;
+        if let Source::Rank(s) = src {
+            if s as usize >= comm.world.len() {
+                return Err(err(
+                    ErrClass::Rank,
+                    format!("source rank {s} of a communicator of {}", comm.world.len()),
+                ));
+            }
+        }
+        let r = self.st.reqs.alloc(Req {
+            done: persistent,
+            status: Status::default(),
+            user_freed: false,
+            persistent,
+            active: false,
+            kind: Kind::Recv(Box::new(RecvReq {
+                ctx,
+                src,
+                tag,
+                buf,
+                handle: None,
+                matched: false,
+                peer: 0,
+                send_req: ReqRef::default(),
+                msg_len: 0,
+                got: 0,
+                reg: None,
+                rkey: None,
+                rflags: RndvFlags(0),
+            })),
+        });
+        Ok(ReqId(r))
+    }
+
+    /// Starts a request (`MPI_Start`): a persistent request that is
+    /// inactive, or a new one.
+    pub fn start(&mut self, id: ReqId) -> Result<(), PmlError> {
+        let r = id.0;
+        let req = self
+            .st
+            .reqs
+            .get_mut(r)
+            .ok_or_else(|| err(ErrClass::Request, "invalid request"))?;
+        if req.active {
+            return Err(err(ErrClass::Request, "request is already active"));
+        }
+        req.active = true;
+        req.done = false;
+        req.status = Status::default();
+        match &mut req.kind {
+            Kind::Send(_) => self.start_send(r),
+            Kind::Recv(_) => self.st.start_recv(r),
+        }
+        self.run_actions();
+        Ok(())
+    }
+
+    fn start_send(&mut self, r: ReqRef) {
+        let st = &mut self.st;
+        let Some(Req {
+            kind: Kind::Send(s),
+            status,
+            ..
+        }) = st.reqs.get_mut(r)
+        else {
+            return;
+        };
+        status.bytes = s.len;
+        status.tag = s.tag;
+        let peer = s.peer as usize;
+        if s.mode == SendMode::Buffered && !s.internal {
+            st.counters.buffered += 1;
+            st.bsend_start(r);
+            return;
+        }
+        if let Some(why) = &st.dead[peer] {
+            let why = why.clone();
+            st.fail(r, ErrClass::ProcFailed, &why);
+            return;
+        }
+        let Some((b, _)) = st.bml[peer].eager else {
+            st.fail(r, ErrClass::Rank, "no BTL reaches this rank");
+            return;
+        };
+        let Some(Req {
+            kind: Kind::Send(s),
+            ..
+        }) = st.reqs.get_mut(r)
+        else {
+            return;
+        };
+        // Reset for a (re)start.
+        s.first_sent = false;
+        s.first_done = false;
+        s.acked = false;
+        s.fin = false;
+        s.sched_off = 0;
+        s.end_off = 0;
+        s.inflight = 0;
+        s.put_expect = 0;
+        s.put_done = 0;
+        s.credit = 0;
+        s.seq = match st.seq.next_seq(u32::from(s.ctx), s.dst) {
+            Ok(q) => q,
+            Err(e) => {
+                let msg = format!("{e:?}");
+                st.fail(r, ErrClass::Comm, &msg);
+                return;
+            }
+        };
+        let lim = st.limits[b];
+        let caps = st.caps[b];
+        let len = s.len;
+        let contig = s.buf.contig().is_some();
+        let sync = s.mode == SendMode::Synchronous;
+        let wire = len + MATCH_LEN;
+        let has_credit = st.credits[peer] >= wire;
+        if sync {
+            st.counters.synchronous += 1;
+        }
+        if !sync && wire <= lim.eager_limit && has_credit {
+            st.credits[peer] -= wire;
+            s.credit = wire;
+            s.need_ack = false;
+            s.first_len = len;
+            s.proto = if contig
+                && caps.contains(Caps::SENDI)
+                && wire <= st.cfg.sendi_limit.min(lim.max_sendi_size)
+            {
+                Proto::Sendi
+            } else {
+                Proto::Eager
+            };
+        } else {
+            if !sync && wire <= lim.eager_limit && !has_credit {
+                st.counters.rndv_forced_by_credits += 1;
+            }
+            let rdma_get = st.bml[peer]
+                .rdma
+                .first()
+                .is_some_and(|&(i, _)| st.caps[i].contains(Caps::GET));
+            s.need_ack = true;
+            if contig && rdma_get && len > 0 {
+                s.proto = Proto::Rget;
+                s.first_len = 0;
+                st.counters.rget += 1;
+            } else {
+                s.proto = Proto::Rndv;
+                let room = lim.rndv_eager_limit.saturating_sub(RNDV_LEN);
+                let want = len
+                    .min(room)
+                    .min(lim.max_send_size.saturating_sub(RNDV_LEN));
+                s.first_len = if st.credits[peer] >= want + RNDV_LEN {
+                    want
+                } else {
+                    0
+                };
+                s.credit = s.first_len + RNDV_LEN;
+                st.credits[peer] = st.credits[peer].saturating_sub(s.credit);
+                st.counters.rndv += 1;
+            }
+        }
+        self.drive_send(r);
+    }
+
+    /// Sends what a send request can send now: its first fragment, then
+    /// pipeline fragments up to the depth. Idempotent; re-run from progress
+    /// after NoResource or an ACK.
+    fn drive_send(&mut self, r: ReqRef) {
+        let Self { btls, st } = self;
+        let Some(Req {
+            kind: Kind::Send(s),
+            done: false,
+            ..
+        }) = st.reqs.get_mut(r)
+        else {
+            return;
+        };
+        let peer = s.peer as usize;
+        if !s.first_sent {
+            let Some((b, ep)) = st.bml[peer].eager else {
+                return;
+            };
+            let seq = s.seq;
+            let comm_me = st.comms[usize::from(s.ctx)].as_ref().map_or(0, |c| c.me);
+            let m = MatchHdr {
+                ctx: s.ctx,
+                seq,
+                src: comm_me,
+                tag: s.tag,
+            };
+            let mut flags = 0u16;
+            if s.buf.contig().is_some() {
+                flags |= RndvFlags::CONTIG;
+                if st.bml[peer]
+                    .rdma
+                    .first()
+                    .is_some_and(|&(i, _)| st.caps[i].contains(Caps::PUT))
+                {
+                    flags |= RndvFlags::PIN;
+                }
+            }
+            if s.mode == SendMode::Synchronous {
+                flags |= RndvFlags::SYNC;
+            }
+            let rndv = RndvHdr {
+                m,
+                flags: RndvFlags(flags),
+                msg_len: s.len as u64,
+                send_req: r,
+            };
+            let hdr = match s.proto {
+                Proto::Sendi | Proto::Eager => Hdr::Match(m),
+                Proto::Rndv => Hdr::Rndv(rndv),
+                Proto::Rget => {
+                    if s.reg.is_none() {
+                        let (rb, _) = st.bml[peer].rdma[0];
+                        let region = s.buf.contig().unwrap_or(MemRegion::EMPTY);
+                        match btls[rb].register_mem(region, Access::REMOTE_READ) {
+                            Ok(reg) => {
+                                s.reg = Some((rb, reg.id));
+                                s.rkey = Some(reg.key);
+                            }
+                            Err(e) => {
+                                tracing::debug!("register for RGET failed ({e}); using RNDV");
+                                s.proto = Proto::Rndv;
+                                st.counters.rget -= 1;
+                                st.counters.rndv += 1;
+                                return st.actions.push_back(Action::Drive(r));
+                            }
+                        }
+                    }
+                    match s.rkey {
+                        Some(k) => Hdr::Rget(rndv, k),
+                        None => {
+                            st.fail(r, ErrClass::Intern, "registration lost");
+                            return;
+                        }
+                    }
+                }
+            };
+            let mut hb = [0u8; MAX_LEN];
+            let hl = hdr.emit(&mut hb);
+            let tag = hdr.kind().am_tag();
+            let first = s.first_len;
+            let lim = st.limits[b];
+            let caps = st.caps[b];
+            let tok_kind = TokKind::First;
+            // Immediate send: header and data in one BTL call, no descriptor.
+            let sent_now = if (s.proto == Proto::Sendi
+                || (hl + first <= lim.max_sendi_size.min(st.cfg.sendi_limit)
+                    && caps.contains(Caps::SENDI)))
+                && s.buf.contig().is_some()
+            {
+                let region = s.buf.contig().unwrap();
+                let data = region.read();
+                match btls[b].sendi(ep, tag, &[&hb[..hl], &data[..first]]) {
+                    Ok(()) => {
+                        if s.proto == Proto::Sendi {
+                            st.counters.eager_sendi += 1;
+                        }
+                        true
+                    }
+                    Err(BtlError::NoResource) => false,
+                    Err(e) => {
+                        st.fail_btl(r, &e);
+                        return;
+                    }
+                }
+            } else {
+                false
+            };
+            if sent_now {
+                st.counters.bytes_sent[peer] += first as u64;
+                if let Some(Req {
+                    kind: Kind::Send(s),
+                    ..
+                }) = st.reqs.get_mut(r)
+                {
+                    s.first_sent = true;
+                    s.first_done = true;
+                }
+            } else {
+                let Some(Req {
+                    kind: Kind::Send(s),
+                    ..
+                }) = st.reqs.get_mut(r)
+                else {
+                    return;
+                };
+                if s.proto == Proto::Sendi {
+                    s.proto = Proto::Eager;
+                }
+                let inplace = caps.contains(Caps::SEND_INPLACE) && first > 0;
+                let desc = match (s.buf.contig(), inplace) {
+                    (Some(region), true) => btls[b]
+                        .prepare_src(ep, hl, region.slice(0, first).unwrap_or(region))
+                        .map(|mut d| {
+                            d.buf[..hl].copy_from_slice(&hb[..hl]);
+                            d
+                        }),
+                    _ => btls[b].alloc(ep, hl + first).map(|mut d| {
+                        d.buf[..hl].copy_from_slice(&hb[..hl]);
+                        s.buf.pack(0, &mut d.buf[hl..hl + first]);
+                        d
+                    }),
+                };
+                let desc = match desc {
+                    Ok(d) => d,
+                    Err(BtlError::NoResource) => {
+                        st.counters.no_resource += 1;
+                        st.pending.push_back(Action::Drive(r));
+                        return;
+                    }
+                    Err(e) => {
+                        st.fail_btl(r, &e);
+                        return;
+                    }
+                };
+                let is_eager = s.proto == Proto::Eager;
+                let tok = st.alloc_tok(Tok {
+                    req: r,
+                    kind: tok_kind,
+                });
+                match btls[b].send(desc, tag, tok) {
+                    Ok(out) => {
+                        if is_eager {
+                            if inplace {
+                                st.counters.eager_prepared += 1;
+                            } else {
+                                st.counters.eager_copy += 1;
+                            }
+                        }
+                        st.counters.bytes_sent[peer] += first as u64;
+                        if let Some(Req {
+                            kind: Kind::Send(s),
+                            ..
+                        }) = st.reqs.get_mut(r)
+                        {
+                            s.first_sent = true;
+                            if out == SendOutcome::Done {
+                                s.first_done = true;
+                            }
+                        }
+                        if out == SendOutcome::Done {
+                            st.free_tok(tok);
+                        }
+                    }
+                    Err((d, BtlError::NoResource)) => {
+                        st.free_tok(tok);
+                        btls[b].free(d);
+                        st.counters.no_resource += 1;
+                        st.pending.push_back(Action::Drive(r));
+                        return;
+                    }
+                    Err((d, e)) => {
+                        st.free_tok(tok);
+                        btls[b].free(d);
+                        st.fail_btl(r, &e);
+                        return;
+                    }
+                }
+            }
+        }
+        // The send/receive pipeline, once acknowledged.
+        loop {
+            let Some(Req {
+                kind: Kind::Send(s),
+                done: false,
+                ..
+            }) = st.reqs.get_mut(r)
+            else {
+                return;
+            };
+            if !s.acked || s.sched_off >= s.end_off || s.inflight >= st.cfg.send_pipeline_depth {
+                break;
+            }
+            let peer = s.peer as usize;
+            let eps = &mut st.bml[peer];
+            let nsend = eps.send.len().min(st.cfg.max_send_per_range).max(1);
+            let (b, ep) = eps.send[eps.rr % nsend];
+            eps.rr = eps.rr.wrapping_add(1);
+            let lim = st.limits[b];
+            let chunk = (s.end_off - s.sched_off).min(lim.max_send_size.saturating_sub(FRAG_LEN));
+            let off = s.sched_off;
+            let hdr = Hdr::Frag {
+                recv_req: s.recv_req,
+                send_req: r,
+                offset: off as u64,
+            };
+            let mut hb = [0u8; MAX_LEN];
+            let hl = hdr.emit(&mut hb);
+            let inplace = st.caps[b].contains(Caps::SEND_INPLACE);
+            let desc = match s.buf.contig() {
+                Some(region) if inplace => btls[b]
+                    .prepare_src(ep, hl, region.slice(off, chunk).unwrap_or(MemRegion::EMPTY))
+                    .map(|mut d| {
+                        d.buf[..hl].copy_from_slice(&hb[..hl]);
+                        d
+                    }),
+                _ => btls[b].alloc(ep, hl + chunk).map(|mut d| {
+                    d.buf[..hl].copy_from_slice(&hb[..hl]);
+                    s.buf.pack(off, &mut d.buf[hl..hl + chunk]);
+                    d
+                }),
+            };
+            let desc = match desc {
+                Ok(d) => d,
+                Err(BtlError::NoResource) => {
+                    st.counters.no_resource += 1;
+                    st.pending.push_back(Action::Drive(r));
+                    return;
+                }
+                Err(e) => {
+                    st.fail_btl(r, &e);
+                    return;
+                }
+            };
+            let tok = st.alloc_tok(Tok {
+                req: r,
+                kind: TokKind::Frag,
+            });
+            match btls[b].send(desc, HdrType::Frag.am_tag(), tok) {
+                Ok(out) => {
+                    st.counters.frags += 1;
+                    st.counters.bytes_sent[peer] += chunk as u64;
+                    if let Some(Req {
+                        kind: Kind::Send(s),
+                        ..
+                    }) = st.reqs.get_mut(r)
+                    {
+                        s.sched_off += chunk;
+                        if out == SendOutcome::Pending {
+                            s.inflight += 1;
+                        }
+                    }
+                    if out == SendOutcome::Done {
+                        st.free_tok(tok);
+                    }
+                }
+                Err((d, BtlError::NoResource)) => {
+                    st.free_tok(tok);
+                    btls[b].free(d);
+                    st.counters.no_resource += 1;
+                    st.pending.push_back(Action::Drive(r));
+                    return;
+                }
+                Err((d, e)) => {
+                    st.free_tok(tok);
+                    btls[b].free(d);
+                    st.fail_btl(r, &e);
+                    return;
+                }
+            }
+        }
+        self.st.check_send_done(r);
+    }
+
+    /// Runs queued actions, then retries what was refused for lack of
+    /// resources (each once per call).
+    fn run_actions(&mut self) -> usize {
+        let mut n = 0;
+        while let Some((b, id)) = self.st.dereg.pop() {
+            self.btls[b].deregister_mem(id);
+        }
+        while let Some(a) = self.st.actions.pop_front() {
+            n += 1;
+            self.run_action(a);
+        }
+        // Retry what was refused, in order, until a retry is refused again
+        // (the resource is still exhausted: the rest would be too).
+        let retries = self.st.pending.len();
+        for _ in 0..retries {
+            let Some(a) = self.st.pending.pop_front() else {
+                break;
+            };
+            let before = self.st.pending.len();
+            self.run_action(a);
+            while let Some(a) = self.st.actions.pop_front() {
+                self.run_action(a);
+            }
+            if self.st.pending.len() <= before {
+                // A refused operation went through: that is progress.
+                n += 1;
+            } else {
+                // Put the refused one back in front of the untried ones.
+                let refused = self.st.pending.pop_back().expect("just queued");
+                self.st.pending.push_front(refused);
+                break;
+            }
+        }
+        n
+    }
+
+    fn run_action(&mut self, a: Action) {
+        match a {
+            Action::Ctl { peer, hdr } => self.send_ctl(peer, hdr),
+            Action::Drive(r) => self.drive_send(r),
+            Action::Start(r) => self.start_send(r),
+            Action::Rndv(r) => self.rndv_matched(r),
+            Action::Get(r) => self.issue_get(r),
+            Action::Put {
+                send_req,
+                recv_req,
+                offset,
+                len,
+                key,
+            } => self.issue_put(send_req, recv_req, offset, len, key),
+        }
+    }
+
+    /// Sends a control header (ACK, FIN, NACK, CREDIT) to world rank `peer`.
+    fn send_ctl(&mut self, peer: u32, hdr: Hdr) {
+        let Self { btls, st } = self;
+        if st.dead[peer as usize].is_some() {
+            return;
+        }
+        let Some((b, ep)) = st.bml[peer as usize].eager else {
+            return;
+        };
+        let mut hb = [0u8; MAX_LEN];
+        let hl = hdr.emit(&mut hb);
+        let tag = hdr.kind().am_tag();
+        let res = if st.caps[b].contains(Caps::SENDI) && hl <= st.limits[b].max_sendi_size {
+            btls[b].sendi(ep, tag, &[&hb[..hl]])
+        } else {
+            Err(BtlError::NoResource)
+        };
+        match res {
+            Ok(()) => return,
+            Err(BtlError::NoResource) => {}
+            Err(e) => {
+                st.peer_failed(peer, &e.to_string());
+                return;
+            }
+        }
+        match btls[b].alloc(ep, hl) {
+            Ok(mut d) => {
+                d.buf[..hl].copy_from_slice(&hb[..hl]);
+                let tok = st.alloc_tok(Tok {
+                    req: ReqRef::default(),
+                    kind: TokKind::Ctl,
+                });
+                match btls[b].send(d, tag, tok) {
+                    Ok(SendOutcome::Done) => {
+                        st.free_tok(tok);
+                    }
+                    Ok(SendOutcome::Pending) => {}
+                    Err((d, BtlError::NoResource)) => {
+                        st.free_tok(tok);
+                        btls[b].free(d);
+                        st.counters.no_resource += 1;
+                        st.pending.push_back(Action::Ctl { peer, hdr });
+                    }
+                    Err((d, e)) => {
+                        st.free_tok(tok);
+                        btls[b].free(d);
+                        st.peer_failed(peer, &e.to_string());
+                    }
+                }
+            }
+            Err(BtlError::NoResource) => {
+                st.counters.no_resource += 1;
+                st.pending.push_back(Action::Ctl { peer, hdr });
+            }
+            Err(e) => st.peer_failed(peer, &e.to_string()),
+        }
+    }
+
+    /// The receiver's decision on a matched RNDV or RGET (seed 000: the
+    /// sender proposes, the receiver decides).
+    fn rndv_matched(&mut self, r: ReqRef) {
+        let Self { btls, st } = self;
+        let min_direct;
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            done: false,
+            ..
+        }) = st.reqs.get_mut(r)
+        else {
+            return;
+        };
+        let peer = rr.peer;
+        let (key, flags) = match st.unexp_rndv_info(r) {
+            Some(x) => x,
+            None => return,
+        };
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            ..
+        }) = st.reqs.get_mut(r)
+        else {
+            return;
+        };
+        let contig = rr.buf.contig();
+        let fits = rr.msg_len <= rr.buf.len();
+        let rdma = st.bml[peer as usize].rdma.first().copied();
+        let send_req = rr.send_req;
+        let first = rr.got;
+        let msg_len = rr.msg_len;
+        if let (Some(_key), Some(_region), true, Some((b, _))) = (key, contig, fits, rdma) {
+            if st.caps[b].contains(Caps::GET) {
+                st.counters.rdma_get += 1;
+                st.actions.push_back(Action::Get(r));
+                return;
+            }
+        }
+        if let (true, Some(region), true, Some((b, _))) =
+            (flags.has(RndvFlags::PIN), contig, fits, rdma)
+        {
+            if st.caps[b].contains(Caps::PUT) && msg_len > first {
+                let lim = st.limits[b];
+                min_direct = lim.min_rdma_pipeline_size;
+                let rest = msg_len - first;
+                let tail = lim.rdma_pipeline_send_length.min(rest);
+                let middle = rest - tail;
+                if middle > 0 {
+                    match btls[b].register_mem(region, Access::REMOTE_WRITE) {
+                        Ok(reg) => {
+                            rr.reg = Some((b, reg.id));
+                            st.actions.push_back(Action::Ctl {
+                                peer,
+                                hdr: Hdr::Ack {
+                                    send_req,
+                                    recv_req: r,
+                                    send_offset: (msg_len - tail) as u64,
+                                    send_len: tail as u64,
+                                },
+                            });
+                            if tail > 0 {
+                                st.counters.send_pipeline += 1;
+                            }
+                            let chunk = if middle <= min_direct {
+                                st.counters.rdma_put += 1;
+                                middle
+                            } else {
+                                st.counters.rdma_pipeline += 1;
+                                lim.rdma_pipeline_frag_size.max(1)
+                            };
+                            let mut off = first;
+                            while off < first + middle {
+                                let len = chunk.min(first + middle - off);
+                                st.actions.push_back(Action::Ctl {
+                                    peer,
+                                    hdr: Hdr::Put {
+                                        send_req,
+                                        recv_req: r,
+                                        offset: off as u64,
+                                        len: len as u64,
+                                        key: reg.key,
+                                    },
+                                });
+                                off += len;
+                            }
+                            return;
+                        }
+                        Err(e) => tracing::debug!("register for the RDMA pipeline: {e}"),
+                    }
+                }
+            }
+        }
+        if key.is_some() || flags.has(RndvFlags::PIN) {
+            st.counters.receiver_fallback += 1;
+        }
+        if msg_len > first {
+            st.counters.send_pipeline += 1;
+        }
+        st.actions.push_back(Action::Ctl {
+            peer,
+            hdr: Hdr::Ack {
+                send_req,
+                recv_req: r,
+                send_offset: first as u64,
+                send_len: (msg_len - first) as u64,
+            },
+        });
+    }
+
+    fn issue_get(&mut self, r: ReqRef) {
+        let Self { btls, st } = self;
+        let Some((key, _)) = st.unexp_rndv_info(r) else {
+            return;
+        };
+        let Some(key) = key else { return };
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            done: false,
+            ..
+        }) = st.reqs.get_mut(r)
+        else {
+            return;
+        };
+        let Some(region) = rr.buf.contig().and_then(|g| g.slice(0, rr.msg_len)) else {
+            return;
+        };
+        let peer = rr.peer;
+        let Some(&(b, ep)) = st.bml[peer as usize].rdma.first() else {
+            return;
+        };
+        let tok = st.alloc_tok(Tok {
+            req: r,
+            kind: TokKind::Get(region.len()),
+        });
+        match btls[b].get(ep, region, &key, 0, tok) {
+            Ok(()) => {}
+            Err(BtlError::NoResource) => {
+                st.free_tok(tok);
+                st.counters.no_resource += 1;
+                st.pending.push_back(Action::Get(r));
+            }
+            Err(e) => {
+                st.free_tok(tok);
+                tracing::debug!("RDMA get failed ({e}); falling back to the pipeline");
+                st.get_failed(r);
+            }
+        }
+    }
+
+    fn issue_put(
+        &mut self,
+        send_req: ReqRef,
+        recv_req: ReqRef,
+        offset: usize,
+        len: usize,
+        key: RemoteKey,
+    ) {
+        let Self { btls, st } = self;
+        let Some(Req {
+            kind: Kind::Send(s),
+            done: false,
+            ..
+        }) = st.reqs.get_mut(send_req)
+        else {
+            return;
+        };
+        let Some(local) = s.buf.contig().and_then(|g| g.slice(offset, len)) else {
+            st.fail(send_req, ErrClass::Intern, "PUT request past the message");
+            return;
+        };
+        let peer = s.peer;
+        let Some(&(b, ep)) = st.bml[peer as usize].rdma.first() else {
+            st.fail(
+                send_req,
+                ErrClass::Intern,
+                "PUT request without an RDMA BTL",
+            );
+            return;
+        };
+        let tok = st.alloc_tok(Tok {
+            req: send_req,
+            kind: TokKind::Put { recv_req, len },
+        });
+        match btls[b].put(ep, local, &key, offset, tok) {
+            Ok(()) => {
+                st.counters.puts += 1;
+                st.counters.bytes_sent[peer as usize] += len as u64;
+            }
+            Err(BtlError::NoResource) => {
+                st.free_tok(tok);
+                st.counters.no_resource += 1;
+                st.pending.push_back(Action::Put {
+                    send_req,
+                    recv_req,
+                    offset,
+                    len,
+                    key,
+                });
+            }
+            Err(e) => {
+                st.free_tok(tok);
+                st.fail_btl(send_req, &e);
+            }
+        }
+    }
+
+    /// Drives every BTL once and runs the work that produced. Returns how
+    /// many events happened (0: nothing to do).
+    pub fn progress(&mut self) -> usize {
+        let mut n = 0;
+        self.st.tick = self.st.tick.wrapping_add(1);
+        let idle_turn = self.st.tick % 8 == 0;
+        for i in 0..self.btls.len() {
+            if idle_turn || self.btls[i].has_work() {
+                let mut sink = Sink {
+                    st: &mut self.st,
+                    btl: i,
+                };
+                n += self.btls[i].progress(&mut sink);
+            }
+        }
+        if !self.st.actions.is_empty() || !self.st.pending.is_empty() || !self.st.dereg.is_empty() {
+            n += self.run_actions();
+        }
+        // Deregistrations of completed RDMA receives.
+        n
+    }
+
+    /// Whether the request has completed (without consuming it).
+    pub fn is_complete(&self, id: ReqId) -> Result<bool, PmlError> {
+        self.st
+            .reqs
+            .get(id.0)
+            .map(|q| q.done)
+            .ok_or_else(|| err(ErrClass::Request, "invalid request"))
+    }
+
+    /// `MPI_Test`: the status if the request completed, freeing a
+    /// non-persistent request.
+    pub fn test(&mut self, id: ReqId) -> Result<Option<Status>, PmlError> {
+        let q = self
+            .st
+            .reqs
+            .get(id.0)
+            .ok_or_else(|| err(ErrClass::Request, "invalid request"))?;
+        if !q.done {
+            return Ok(None);
+        }
+        let status = q.status;
+        self.finish(id.0);
+        Ok(Some(status))
+    }
+
+    fn finish(&mut self, r: ReqRef) {
+        let persistent = self.st.reqs.get(r).is_some_and(|q| q.persistent);
+        if let Some(q) = self.st.reqs.get_mut(r) {
+            q.active = false;
+        }
+        if !persistent {
+            self.st.reqs.free(r);
+        }
+    }
+
+    /// `MPI_Request_free`: the request is released once it completes.
+    pub fn request_free(&mut self, id: ReqId) -> Result<(), PmlError> {
+        let q = self
+            .st
+            .reqs
+            .get_mut(id.0)
+            .ok_or_else(|| err(ErrClass::Request, "invalid request"))?;
+        if q.done || !q.active {
+            self.st.reqs.free(id.0);
+        } else {
+            q.user_freed = true;
+            q.persistent = false;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Cancel`. A posted, unmatched receive is cancelled at once. A
+    /// send is cancelled only while nothing of it has left this process
+    /// (it is still queued for resources); otherwise it completes normally
+    /// and its status says not cancelled, as MPI allows.
+    pub fn cancel(&mut self, id: ReqId) -> Result<(), PmlError> {
+        let r = id.0;
+        let q = self
+            .st
+            .reqs
+            .get_mut(r)
+            .ok_or_else(|| err(ErrClass::Request, "invalid request"))?;
+        if q.done {
+            return Ok(());
+        }
+        match &mut q.kind {
+            Kind::Recv(rr) => {
+                if let (false, Some(h)) = (rr.matched, rr.handle) {
+                    if self.st.engine.cancel(h).is_some() {
+                        let q = self.st.reqs.get_mut(r).expect("checked");
+                        q.status.cancelled = true;
+                        q.status.bytes = 0;
+                        self.st.complete(r);
+                    }
+                }
+            }
+            Kind::Send(s) => {
+                if !s.first_sent && !s.internal {
+                    let (peer, credit) = (s.peer as usize, s.credit);
+                    self.st.credits[peer] += credit;
+                    let q = self.st.reqs.get_mut(r).expect("checked");
+                    q.status.cancelled = true;
+                    self.st.complete(r);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `MPI_Iprobe`: a status for the earliest matching unexpected message.
+    pub fn iprobe(&mut self, src: Source, tag: Tag, ctx: u16) -> Result<Option<Status>, PmlError> {
+        self.comm(ctx)?;
+        self.progress();
+        match self.st.engine.iprobe(u32::from(ctx), src, tag) {
+            Ok(None) => Ok(None),
+            Ok(Some(ProbeOutcome::ProcNull)) => Ok(Some(proc_null_status())),
+            Ok(Some(ProbeOutcome::Found(info))) => Ok(Some(Status {
+                source: info.envelope.source as i32,
+                tag: info.envelope.tag,
+                bytes: info.len,
+                error: None,
+                cancelled: false,
+            })),
+            Err(e) => Err(err(ErrClass::Rank, format!("{e:?}"))),
+        }
+    }
+
+    /// `MPI_Improbe`: takes the earliest matching message out of matching.
+    /// `Ok(Some(None))` is the `MPI_PROC_NULL` case (`MPI_MESSAGE_NO_PROC`).
+    pub fn improbe(
+        &mut self,
+        src: Source,
+        tag: Tag,
+        ctx: u16,
+    ) -> Result<Option<Option<Message>>, PmlError> {
+        self.comm(ctx)?;
+        self.progress();
+        match self.st.engine.improbe(u32::from(ctx), src, tag) {
+            Ok(None) => Ok(None),
+            Ok(Some(ProbeOutcome::ProcNull)) => Ok(Some(None)),
+            Ok(Some(ProbeOutcome::Found(h))) => Ok(Some(Some(Message {
+                ctx,
+                env: h.envelope,
+                len: h.len,
+                slot: h.msg,
+            }))),
+            Err(e) => Err(err(ErrClass::Rank, format!("{e:?}"))),
+        }
+    }
+
+    /// `MPI_Imrecv`: receives a message taken by [`Ob1::improbe`].
+    pub fn imrecv(&mut self, buf: Buffer, msg: Message) -> Result<ReqId, PmlError> {
+        let id = self.new_recv(
+            buf,
+            Source::Rank(msg.env.source),
+            Tag::Value(msg.env.tag),
+            msg.ctx,
+            false,
+        )?;
+        if let Some(q) = self.st.reqs.get_mut(id.0) {
+            q.active = true;
+            q.done = false;
+        }
+        self.st.matched(id.0, msg.slot, msg.env, None);
+        self.run_actions();
+        Ok(id)
+    }
+
+    /// `MPI_Buffer_attach`.
+    pub fn buffer_attach(&mut self, region: MemRegion) -> Result<(), PmlError> {
+        if self.st.bsend.is_some() {
+            return Err(err(ErrClass::Buffer, "a buffer is already attached"));
+        }
+        self.st.bsend = Some(Bsend {
+            region,
+            used: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Whether buffered sends still occupy the attached buffer.
+    pub fn buffer_busy(&self) -> bool {
+        self.st.bsend.as_ref().is_some_and(|b| !b.used.is_empty())
+    }
+
+    /// `MPI_Buffer_detach` once [`Ob1::buffer_busy`] is false: returns the
+    /// region.
+    pub fn buffer_detach(&mut self) -> Result<MemRegion, PmlError> {
+        match &self.st.bsend {
+            None => Err(err(ErrClass::Buffer, "no buffer is attached")),
+            Some(b) if !b.used.is_empty() => Err(err(
+                ErrClass::Pending,
+                "buffered messages are still in flight",
+            )),
+            Some(b) => {
+                let r = b.region;
+                self.st.bsend = None;
+                Ok(r)
+            }
+        }
+    }
+
+    /// Requests still active (for finalize and leak checks).
+    pub fn active_requests(&self) -> usize {
+        self.st
+            .reqs
+            .slots
+            .iter()
+            .filter(|s| s.req.as_ref().is_some_and(|q| q.active && !q.done))
+            .count()
+    }
+
+    /// Whether any world rank has been reported lost.
+    pub fn dead_peer(&self, peer: u32) -> Option<&str> {
+        self.st.dead.get(peer as usize)?.as_deref()
+    }
+}
+
+fn proc_null_status() -> Status {
+    Status {
+        source: PROC_NULL_STATUS,
+        tag: ANY_TAG_STATUS,
+        bytes: 0,
+        error: None,
+        cancelled: false,
+    }
+}
+
+impl State {
+    fn alloc_tok(&mut self, t: Tok) -> Token {
+        if let Some(i) = self.free_toks.pop() {
+            self.toks[i as usize] = Some(t);
+            Token(u64::from(i))
+        } else {
+            self.toks.push(Some(t));
+            Token(self.toks.len() as u64 - 1)
+        }
+    }
+
+    fn free_tok(&mut self, t: Token) -> Option<Tok> {
+        let slot = self.toks.get_mut(t.0 as usize)?;
+        let tok = slot.take()?;
+        self.free_toks.push(t.0 as u32);
+        Some(tok)
+    }
+
+    /// Marks a request complete; a request freed by the user while active
+    /// goes away now, and an internal (buffered-send) one releases its
+    /// space in the attached buffer.
+    fn complete(&mut self, r: ReqRef) {
+        let Some(q) = self.reqs.get_mut(r) else {
+            return;
+        };
+        if q.done {
+            return;
+        }
+        q.done = true;
+        let reg = match &mut q.kind {
+            Kind::Send(s) => s.reg.take(),
+            Kind::Recv(rr) => rr.reg.take(),
+        };
+        let user_freed = q.user_freed;
+        if let Some(x) = reg {
+            self.dereg.push(x);
+        }
+        let mut bsend = None;
+        if let Kind::Send(s) = &q.kind {
+            if s.internal {
+                bsend = s.bsend;
+            }
+        }
+        if let (Some(range), Some(b)) = (bsend, self.bsend.as_mut()) {
+            b.used.retain(|&u| u != range);
+        }
+        if user_freed || bsend.is_some() {
+            self.reqs.free(r);
+        }
+    }
+
+    fn fail(&mut self, r: ReqRef, class: ErrClass, why: &str) {
+        tracing::debug!(?r, ?class, "request failed: {why}");
+        if let Some(q) = self.reqs.get_mut(r) {
+            q.status.error = Some(class);
+            if let Kind::Recv(rr) = &mut q.kind {
+                if let (false, Some(h)) = (rr.matched, rr.handle.take()) {
+                    self.engine.cancel(h);
+                }
+            }
+        }
+        self.complete(r);
+    }
+
+    fn fail_btl(&mut self, r: ReqRef, e: &BtlError) {
+        if let BtlError::PeerGone(..) = e {
+            if let Some(Req {
+                kind: Kind::Send(s),
+                ..
+            }) = self.reqs.get(r)
+            {
+                let p = s.peer;
+                self.peer_failed(p, &e.to_string());
+            }
+        }
+        self.fail(r, btl_err(e), &e.to_string());
+    }
+
+    /// A peer is gone: every request that needs it fails with
+    /// `MPI_ERR_PROC_FAILED`; later operations on it fail at once.
+    fn peer_failed(&mut self, peer: u32, why: &str) {
+        if self.dead[peer as usize].is_some() {
+            return;
+        }
+        tracing::debug!(peer, "peer lost: {why}");
+        self.dead[peer as usize] = Some(format!("rank {peer} is gone: {why}"));
+        let mut victims = Vec::new();
+        for (i, s) in self.reqs.slots.iter().enumerate() {
+            let Some(q) = &s.req else { continue };
+            if q.done || !q.active {
+                continue;
+            }
+            let hit = match &q.kind {
+                Kind::Send(snd) => snd.peer == peer,
+                Kind::Recv(rr) => {
+                    (rr.matched && rr.peer == peer)
+                        || match rr.src {
+                            Source::Rank(src) => self.comms[usize::from(rr.ctx)]
+                                .as_ref()
+                                .is_some_and(|c| c.world.get(src as usize) == Some(&peer)),
+                            _ => false,
+                        }
+                }
+            };
+            if hit {
+                victims.push(ReqRef {
+                    index: i as u32,
+                    generation: s.gen,
+                });
+            }
+        }
+        let msg = format!("rank {peer} is gone: {why}");
+        for r in victims {
+            self.fail(r, ErrClass::ProcFailed, &msg);
+        }
+    }
+
+    fn check_send_done(&mut self, r: ReqRef) {
+        let Some(Req {
+            kind: Kind::Send(s),
+            done: false,
+            ..
+        }) = self.reqs.get(r)
+        else {
+            return;
+        };
+        let done = s.first_done
+            && match s.proto {
+                Proto::Rget => s.fin,
+                _ if s.need_ack => {
+                    s.acked
+                        && s.sched_off >= s.end_off
+                        && s.inflight == 0
+                        && s.put_done >= s.put_expect
+                }
+                _ => true,
+            };
+        if done {
+            self.complete(r);
+        }
+    }
+
+    fn check_recv_done(&mut self, r: ReqRef) {
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            status,
+            done: false,
+            ..
+        }) = self.reqs.get_mut(r)
+        else {
+            return;
+        };
+        if rr.matched && rr.got >= rr.msg_len {
+            let cap = rr.buf.len();
+            status.bytes = rr.msg_len.min(cap);
+            if rr.msg_len > cap {
+                status.error = Some(ErrClass::Truncate);
+            }
+            self.complete(r);
+        }
+    }
+
+    fn start_recv(&mut self, r: ReqRef) {
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            ..
+        }) = self.reqs.get_mut(r)
+        else {
+            return;
+        };
+        rr.matched = false;
+        rr.got = 0;
+        rr.msg_len = 0;
+        rr.handle = None;
+        let (ctx, src, tag) = (rr.ctx, rr.src, rr.tag);
+        match self.engine.post_recv(u32::from(ctx), src, tag, r) {
+            Ok(PostOutcome::Posted(h)) => {
+                if let Some(Req {
+                    kind: Kind::Recv(rr),
+                    ..
+                }) = self.reqs.get_mut(r)
+                {
+                    rr.handle = Some(h);
+                }
+                if let Source::Rank(s) = src {
+                    let peer = self.comms[usize::from(ctx)]
+                        .as_ref()
+                        .map_or(0, |c| c.world[s as usize]);
+                    if let Some(why) = self.dead[peer as usize].clone() {
+                        self.fail(r, ErrClass::ProcFailed, &why);
+                    }
+                }
+            }
+            Ok(PostOutcome::Matched(m)) => self.matched(r, m.msg, m.envelope, None),
+            Ok(PostOutcome::ProcNull { .. }) => {
+                if let Some(q) = self.reqs.get_mut(r) {
+                    q.status = proc_null_status();
+                }
+                self.complete(r);
+            }
+            Err(e) => self.fail(r, ErrClass::Rank, &format!("{e:?}")),
+        }
+    }
+
+    fn alloc_unexp(&mut self, kind: UnexpKind, peer: u32, credit: usize) -> u32 {
+        let data = self.spare.pop().unwrap_or_default();
+        let m = UnexpMsg {
+            kind,
+            peer,
+            credit,
+            data,
+        };
+        if let Some(i) = self.free_unexp.pop() {
+            self.unexp[i as usize] = Some(m);
+            i
+        } else {
+            self.unexp.push(Some(m));
+            self.unexp.len() as u32 - 1
+        }
+    }
+
+    fn free_unexp(&mut self, i: u32) -> Option<UnexpMsg> {
+        let m = self.unexp.get_mut(i as usize)?.take()?;
+        self.free_unexp.push(i);
+        Some(m)
+    }
+
+    fn store_unexp(&mut self, i: u32, payload: &[u8]) {
+        if let Some(Some(m)) = self.unexp.get_mut(i as usize) {
+            m.data.clear();
+            m.data.extend_from_slice(payload);
+        }
+    }
+
+    /// RNDV information of a matched receive (kept in the request while the
+    /// receiver decides): the key for RGET and the flags.
+    fn unexp_rndv_info(&self, r: ReqRef) -> Option<(Option<RemoteKey>, RndvFlags)> {
+        match self.reqs.get(r) {
+            Some(Req {
+                kind: Kind::Recv(rr),
+                ..
+            }) => Some((rr.rkey, rr.rflags)),
+            _ => None,
+        }
+    }
+
+    /// Returns eager credit to a sender once its bytes left our queues.
+    fn return_credit(&mut self, peer: u32, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let owed = &mut self.owed[peer as usize];
+        *owed += bytes;
+        if *owed >= self.cfg.eager_credits / 4 {
+            let b = std::mem::take(owed);
+            self.counters.credits_returned += 1;
+            self.actions.push_back(Action::Ctl {
+                peer,
+                hdr: Hdr::Credit { bytes: b as u64 },
+            });
+        }
+    }
+
+    /// A receive met its message (on posting, on arrival, or by mrecv).
+    /// `payload` is the fragment still in the BTL's buffer when the match
+    /// happens on arrival; otherwise the data waits in the unexpected slot.
+    fn matched(&mut self, r: ReqRef, slot: u32, env: Envelope, payload: Option<&[u8]>) {
+        let Some(msg) = self.free_unexp(slot) else {
+            self.fail(r, ErrClass::Intern, "matched message vanished");
+            return;
+        };
+        self.return_credit(msg.peer, msg.credit);
+        let data: &[u8] = payload.unwrap_or(&msg.data);
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            status,
+            ..
+        }) = self.reqs.get_mut(r)
+        else {
+            return;
+        };
+        status.source = env.source as i32;
+        status.tag = env.tag;
+        rr.matched = true;
+        rr.handle = None;
+        rr.peer = msg.peer;
+        match msg.kind {
+            UnexpKind::Eager => {
+                rr.buf.unpack(0, data);
+                rr.msg_len = data.len();
+                rr.got = data.len();
+                self.counters.bytes_received[msg.peer as usize] += data.len() as u64;
+                let mut m = msg;
+                m.data.clear();
+                self.spare.push(m.data);
+                self.check_recv_done(r);
+            }
+            UnexpKind::Rndv { hdr, key } => {
+                rr.buf.unpack(0, data);
+                rr.msg_len = hdr.msg_len as usize;
+                rr.got = data.len();
+                rr.send_req = hdr.send_req;
+                self.counters.bytes_received[msg.peer as usize] += data.len() as u64;
+                let mut m = msg;
+                m.data.clear();
+                self.spare.push(m.data);
+                if rr.got >= rr.msg_len {
+                    if hdr.flags.has(RndvFlags::SYNC) {
+                        self.actions.push_back(Action::Ctl {
+                            peer: m.peer,
+                            hdr: Hdr::Ack {
+                                send_req: hdr.send_req,
+                                recv_req: r,
+                                send_offset: hdr.msg_len,
+                                send_len: 0,
+                            },
+                        });
+                    }
+                    self.check_recv_done(r);
+                } else {
+                    rr.rkey = key;
+                    rr.rflags = hdr.flags;
+                    self.actions.push_back(Action::Rndv(r));
+                }
+            }
+        }
+    }
+
+    /// An arrival whose data is already in its unexpected slot (early
+    /// arrivals replayed when their communicator appears).
+    fn arrival_stored(&mut self, m: MatchHdr, slot: u32) {
+        self.arrival(m, slot, None);
+    }
+
+    fn arrival(&mut self, m: MatchHdr, slot: u32, payload: Option<&[u8]>) {
+        let ctx = usize::from(m.ctx);
+        if self.comms.get(ctx).map_or(true, |c| c.is_none()) {
+            if let Some(p) = payload {
+                self.store_unexp(slot, p);
+            }
+            self.early.push((m, slot));
+            return;
+        }
+        let len = match self.unexp[slot as usize].as_ref().map(|u| u.kind) {
+            Some(UnexpKind::Rndv { hdr, .. }) => hdr.msg_len as usize,
+            _ => payload.map_or_else(
+                || {
+                    self.unexp[slot as usize]
+                        .as_ref()
+                        .map_or(0, |u| u.data.len())
+                },
+                |p| p.len(),
+            ),
+        };
+        match self
+            .engine
+            .handle_arrival(u32::from(m.ctx), m.src, m.tag, m.seq, len, slot)
+        {
+            Err((e, slot)) => {
+                tracing::warn!("dropping a fragment that breaks matching: {e:?}");
+                self.counters.bad_fragments += 1;
+                self.free_unexp(slot);
+            }
+            Ok(Arrival::Parked) => {
+                if let Some(p) = payload {
+                    self.store_unexp(slot, p);
+                }
+            }
+            Ok(Arrival::Delivered { .. }) => {
+                let mut first = true;
+                while let Some(ev) = self.engine.poll_matched() {
+                    let cur = if first { payload } else { None };
+                    match ev {
+                        MatchEvent::Matched(mt) => {
+                            let p = if mt.msg == slot { cur } else { None };
+                            self.matched(mt.recv, mt.msg, mt.envelope, p);
+                        }
+                        MatchEvent::Queued { .. } => {
+                            self.counters.unexpected += 1;
+                            if let Some(p) = cur {
+                                self.store_unexp(slot, p);
+                            }
+                        }
+                    }
+                    first = false;
+                }
+            }
+        }
+    }
+
+    fn get_failed(&mut self, r: ReqRef) {
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            ..
+        }) = self.reqs.get(r)
+        else {
+            return;
+        };
+        let (peer, send_req, first, msg_len) = (rr.peer, rr.send_req, rr.got, rr.msg_len);
+        self.counters.receiver_fallback += 1;
+        self.counters.send_pipeline += 1;
+        self.actions.push_back(Action::Ctl {
+            peer,
+            hdr: Hdr::Ack {
+                send_req,
+                recv_req: r,
+                send_offset: first as u64,
+                send_len: (msg_len - first) as u64,
+            },
+        });
+    }
+
+    fn bsend_start(&mut self, r: ReqRef) {
+        let Some(Req {
+            kind: Kind::Send(s),
+            ..
+        }) = self.reqs.get(r)
+        else {
+            return;
+        };
+        let need = s.len;
+        let Some(b) = self.bsend.as_mut() else {
+            self.fail(r, ErrClass::Buffer, "MPI_Bsend with no buffer attached");
+            return;
+        };
+        // First fit between live allocations.
+        let mut at = 0usize;
+        let mut found = None;
+        for &(off, len) in &b.used {
+            if off - at >= need {
+                found = Some(at);
+                break;
+            }
+            at = off + len;
+        }
+        if found.is_none() && b.region.len() - at >= need {
+            found = Some(at);
+        }
+        let Some(off) = found else {
+            let free = b.region.len() - b.used.iter().map(|u| u.1).sum::<usize>();
+            let msg = format!(
+                "attached buffer too small: this message needs {need} bytes, {free} are free"
+            );
+            self.fail(r, ErrClass::Buffer, &msg);
+            return;
+        };
+        let range = (off, need);
+        let pos = b.used.partition_point(|u| u.0 < off);
+        b.used.insert(pos, range);
+        let space = b
+            .region
+            .slice(off, need)
+            .expect("inside the attached buffer");
+        let Some(Req {
+            kind: Kind::Send(s),
+            ..
+        }) = self.reqs.get(r)
+        else {
+            return;
+        };
+        // Pack the message into the attached buffer (the buffered pipeline:
+        // the user's request is complete once its data is packed).
+        let mut tmp = vec![0u8; need];
+        s.buf.pack(0, &mut tmp);
+        space.write(0, &tmp);
+        let inner = SendReq {
+            ctx: s.ctx,
+            dst: s.dst,
+            peer: s.peer,
+            tag: s.tag,
+            buf: Buffer::Contig(space),
+            len: need,
+            mode: SendMode::Standard,
+            proto: Proto::Eager,
+            first_len: 0,
+            first_sent: false,
+            first_done: false,
+            need_ack: false,
+            acked: false,
+            fin: false,
+            recv_req: ReqRef::default(),
+            sched_off: 0,
+            end_off: 0,
+            inflight: 0,
+            put_expect: 0,
+            put_done: 0,
+            reg: None,
+            bsend: Some(range),
+            internal: true,
+            credit: 0,
+            seq: 0,
+            rkey: None,
+        };
+        let ir = self.reqs.alloc(Req {
+            done: false,
+            status: Status::default(),
+            user_freed: false,
+            persistent: false,
+            active: true,
+            kind: Kind::Send(Box::new(inner)),
+        });
+        self.complete(r);
+        self.actions.push_back(Action::Start(ir));
+    }
+}
+
+/// The BTL callback target while one BTL progresses.
+struct Sink<'a> {
+    st: &'a mut State,
+    btl: usize,
+}
+
+impl BtlSink for Sink<'_> {
+    fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]) {
+        let st = &mut *self.st;
+        let (hdr, payload) = match Hdr::parse(tag, data) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(btl = self.btl, ?ep, "dropping a bad fragment: {e}");
+                st.counters.bad_fragments += 1;
+                return;
+            }
+        };
+        match hdr {
+            Hdr::Match(m) => {
+                let Some(peer) = st.peer_of(m.ctx, m.src, self.btl, ep) else {
+                    return;
+                };
+                let credit = payload.len() + MATCH_LEN;
+                let slot = st.alloc_unexp(UnexpKind::Eager, peer, credit);
+                st.arrival(m, slot, Some(payload));
+            }
+            Hdr::Rndv(h) | Hdr::Rget(h, _) => {
+                let key = match hdr {
+                    Hdr::Rget(_, k) => Some(k),
+                    _ => None,
+                };
+                let Some(peer) = st.peer_of(h.m.ctx, h.m.src, self.btl, ep) else {
+                    return;
+                };
+                if payload.len() as u64 > h.msg_len {
+                    st.counters.bad_fragments += 1;
+                    return;
+                }
+                let credit = if key.is_some() {
+                    0
+                } else {
+                    payload.len() + RNDV_LEN
+                };
+                let slot = st.alloc_unexp(UnexpKind::Rndv { hdr: h, key }, peer, credit);
+                st.arrival(h.m, slot, Some(payload));
+            }
+            Hdr::Ack {
+                send_req,
+                recv_req,
+                send_offset,
+                send_len,
+            } => {
+                let Some(Req {
+                    kind: Kind::Send(s),
+                    done: false,
+                    ..
+                }) = st.reqs.get_mut(send_req)
+                else {
+                    st.counters.bad_fragments += 1;
+                    return;
+                };
+                let (off, len) = (send_offset as usize, send_len as usize);
+                if off.checked_add(len).map_or(true, |e| e > s.len) || off < s.first_len {
+                    st.counters.bad_fragments += 1;
+                    st.fail(send_req, ErrClass::Intern, "ACK outside the message");
+                    return;
+                }
+                s.acked = true;
+                s.recv_req = recv_req;
+                s.sched_off = off;
+                s.end_off = off + len;
+                s.put_expect = off - s.first_len;
+                if s.proto == Proto::Rget {
+                    // The receiver declined the get: pipeline instead.
+                    s.proto = Proto::Rndv;
+                }
+                st.actions.push_back(Action::Drive(send_req));
+            }
+            Hdr::Nack {
+                send_req, error, ..
+            } => {
+                let class = match error {
+                    15 => ErrClass::Truncate,
+                    75 => ErrClass::ProcFailed,
+                    _ => ErrClass::Other,
+                };
+                st.fail(send_req, class, "the receiver refused the message");
+            }
+            Hdr::Frag {
+                recv_req, offset, ..
+            } => {
+                let Some(Req {
+                    kind: Kind::Recv(rr),
+                    done: false,
+                    ..
+                }) = st.reqs.get_mut(recv_req)
+                else {
+                    st.counters.bad_fragments += 1;
+                    return;
+                };
+                let off = offset as usize;
+                if !rr.matched
+                    || off
+                        .checked_add(payload.len())
+                        .map_or(true, |e| e > rr.msg_len)
+                {
+                    st.counters.bad_fragments += 1;
+                    return;
+                }
+                rr.buf.unpack(off, payload);
+                rr.got += payload.len();
+                let peer = rr.peer as usize;
+                st.counters.bytes_received[peer] += payload.len() as u64;
+                st.check_recv_done(recv_req);
+            }
+            Hdr::Put {
+                send_req,
+                recv_req,
+                offset,
+                len,
+                key,
+            } => {
+                st.actions.push_back(Action::Put {
+                    send_req,
+                    recv_req,
+                    offset: offset as usize,
+                    len: len as usize,
+                    key,
+                });
+            }
+            Hdr::Fin { req, size, status } => match st.reqs.get_mut(req) {
+                Some(Req {
+                    kind: Kind::Send(s),
+                    done: false,
+                    ..
+                }) => {
+                    if status != 0 {
+                        st.fail(req, ErrClass::Other, "the receiver's RDMA failed");
+                        return;
+                    }
+                    s.fin = true;
+                    st.check_send_done(req);
+                }
+                Some(Req {
+                    kind: Kind::Recv(rr),
+                    done: false,
+                    ..
+                }) => {
+                    rr.got += size as usize;
+                    let peer = rr.peer as usize;
+                    st.counters.bytes_received[peer] += size;
+                    st.check_recv_done(req);
+                }
+                _ => st.counters.bad_fragments += 1,
+            },
+            Hdr::Credit { bytes } => {
+                let Some(peer) = st.peer_by_ep(self.btl, ep) else {
+                    return;
+                };
+                let c = &mut st.credits[peer as usize];
+                *c = c.saturating_add(bytes as usize).min(st.cfg.eager_credits);
+            }
+        }
+    }
+
+    fn on_complete(&mut self, token: Token, result: Result<(), BtlError>) {
+        let st = &mut *self.st;
+        let Some(tok) = st.free_tok(token) else {
+            tracing::warn!(?token, "completion for an unknown token");
+            return;
+        };
+        if let Err(e) = &result {
+            match tok.kind {
+                TokKind::Ctl => return,
+                TokKind::Get(_) => {
+                    st.get_failed(tok.req);
+                    return;
+                }
+                _ => {
+                    st.fail_btl(tok.req, e);
+                    return;
+                }
+            }
+        }
+        match tok.kind {
+            TokKind::Ctl => {}
+            TokKind::First => {
+                if let Some(Req {
+                    kind: Kind::Send(s),
+                    ..
+                }) = st.reqs.get_mut(tok.req)
+                {
+                    s.first_done = true;
+                }
+                st.check_send_done(tok.req);
+            }
+            TokKind::Frag => {
+                if let Some(Req {
+                    kind: Kind::Send(s),
+                    ..
+                }) = st.reqs.get_mut(tok.req)
+                {
+                    s.inflight = s.inflight.saturating_sub(1);
+                    if s.sched_off < s.end_off {
+                        st.actions.push_back(Action::Drive(tok.req));
+                    }
+                }
+                st.check_send_done(tok.req);
+            }
+            TokKind::Get(bytes) => {
+                let Some(Req {
+                    kind: Kind::Recv(rr),
+                    ..
+                }) = st.reqs.get_mut(tok.req)
+                else {
+                    return;
+                };
+                rr.got += bytes;
+                let (peer, send_req, msg_len) = (rr.peer, rr.send_req, rr.msg_len);
+                st.counters.bytes_received[peer as usize] += bytes as u64;
+                if rr.got >= msg_len {
+                    st.actions.push_back(Action::Ctl {
+                        peer,
+                        hdr: Hdr::Fin {
+                            req: send_req,
+                            size: msg_len as u64,
+                            status: 0,
+                        },
+                    });
+                }
+                st.check_recv_done(tok.req);
+            }
+            TokKind::Put { recv_req, len } => {
+                let Some(Req {
+                    kind: Kind::Send(s),
+                    ..
+                }) = st.reqs.get_mut(tok.req)
+                else {
+                    return;
+                };
+                s.put_done += len;
+                let peer = s.peer;
+                st.actions.push_back(Action::Ctl {
+                    peer,
+                    hdr: Hdr::Fin {
+                        req: recv_req,
+                        size: len as u64,
+                        status: 0,
+                    },
+                });
+                st.check_send_done(tok.req);
+            }
+        }
+    }
+
+    fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
+        if let Some(peer) = self.st.peer_by_ep(self.btl, ep) {
+            self.st.peer_failed(peer, &why.to_string());
+        }
+    }
+}
+
+impl State {
+    /// World rank of the sender of a matching header: the communicator's
+    /// rank table, checked against the endpoint it came in on.
+    fn peer_of(&mut self, ctx: u16, src: u32, btl: usize, ep: Endpoint) -> Option<u32> {
+        match self.comms.get(usize::from(ctx)).and_then(|c| c.as_ref()) {
+            Some(c) => match c.world.get(src as usize) {
+                Some(&w) => Some(w),
+                None => {
+                    self.counters.bad_fragments += 1;
+                    None
+                }
+            },
+            // Communicator not created here yet: find the peer by endpoint.
+            None => {
+                let p = self.peer_by_ep(btl, ep);
+                if p.is_none() {
+                    self.counters.bad_fragments += 1;
+                }
+                p
+            }
+        }
+    }
+
+    fn peer_by_ep(&self, btl: usize, ep: Endpoint) -> Option<u32> {
+        self.bml
+            .iter()
+            .position(|e| e.send.iter().chain(e.rdma.iter()).any(|&x| x == (btl, ep)))
+            .map(|p| p as u32)
+    }
+}
