@@ -1051,72 +1051,36 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     s.proto = Proto::Eager;
                 }
                 let inplace = caps.contains(Caps::SEND_INPLACE) && first > 0;
-                let desc = match (s.buf.contig(), inplace) {
-                    (Some(region), true) => btls[b]
-                        .prepare_src(ep, hl, region.slice(0, first).unwrap_or(region))
-                        .map(|mut d| {
-                            d.buf[..hl].copy_from_slice(&hb[..hl]);
-                            d
-                        }),
-                    _ => btls[b].alloc(ep, hl + first).map(|mut d| {
-                        d.buf[..hl].copy_from_slice(&hb[..hl]);
-                        s.buf.pack(0, &mut d.buf[hl..hl + first]);
-                        d
-                    }),
-                };
-                let desc = match desc {
-                    Ok(d) => d,
-                    Err(BtlError::NoResource) => {
-                        st.counters.no_resource += 1;
-                        st.pending.push_back(Action::Drive(r));
-                        return;
-                    }
-                    Err(e) => {
-                        st.fail_btl(r, &e);
-                        return;
-                    }
-                };
                 let is_eager = s.proto == Proto::Eager;
-                let tok = st.alloc_tok(Tok {
-                    req: r,
-                    kind: tok_kind,
-                });
-                match btls[b].send(desc, tag, tok) {
-                    Ok(out) => {
-                        if is_eager {
-                            if inplace {
-                                st.counters.eager_prepared += 1;
-                            } else {
-                                st.counters.eager_copy += 1;
-                            }
-                        }
-                        st.counters.bytes_sent[peer] += first as u64;
-                        if let Some(Req {
-                            kind: Kind::Send(s),
-                            ..
-                        }) = st.reqs.get_mut(r)
-                        {
-                            s.first_sent = true;
-                            if out == SendOutcome::Done {
-                                s.first_done = true;
-                            }
-                        }
-                        if out == SendOutcome::Done {
-                            st.free_tok(tok);
-                        }
+                let buf = s.buf.clone();
+                let Some(out) = send_frag(
+                    btls[b].as_mut(),
+                    st,
+                    r,
+                    (ep, tag, tok_kind),
+                    &hb[..hl],
+                    &buf,
+                    (0, first),
+                    inplace,
+                ) else {
+                    return;
+                };
+                if is_eager {
+                    if inplace {
+                        st.counters.eager_prepared += 1;
+                    } else {
+                        st.counters.eager_copy += 1;
                     }
-                    Err((d, BtlError::NoResource)) => {
-                        st.free_tok(tok);
-                        btls[b].free(d);
-                        st.counters.no_resource += 1;
-                        st.pending.push_back(Action::Drive(r));
-                        return;
-                    }
-                    Err((d, e)) => {
-                        st.free_tok(tok);
-                        btls[b].free(d);
-                        st.fail_btl(r, &e);
-                        return;
+                }
+                st.counters.bytes_sent[peer] += first as u64;
+                if let Some(Req {
+                    kind: Kind::Send(s),
+                    ..
+                }) = st.reqs.get_mut(r)
+                {
+                    s.first_sent = true;
+                    if out == SendOutcome::Done {
+                        s.first_done = true;
                     }
                 }
             }
@@ -1150,65 +1114,29 @@ impl<B: ?Sized + Btl> Ob1<B> {
             let mut hb = [0u8; MAX_LEN];
             let hl = hdr.emit(&mut hb);
             let inplace = st.caps[b].contains(Caps::SEND_INPLACE);
-            let desc = match s.buf.contig() {
-                Some(region) if inplace => btls[b]
-                    .prepare_src(ep, hl, region.slice(off, chunk).unwrap_or(MemRegion::EMPTY))
-                    .map(|mut d| {
-                        d.buf[..hl].copy_from_slice(&hb[..hl]);
-                        d
-                    }),
-                _ => btls[b].alloc(ep, hl + chunk).map(|mut d| {
-                    d.buf[..hl].copy_from_slice(&hb[..hl]);
-                    s.buf.pack(off, &mut d.buf[hl..hl + chunk]);
-                    d
-                }),
+            let buf = s.buf.clone();
+            let Some(out) = send_frag(
+                btls[b].as_mut(),
+                st,
+                r,
+                (ep, HdrType::Frag.am_tag(), TokKind::Frag),
+                &hb[..hl],
+                &buf,
+                (off, chunk),
+                inplace,
+            ) else {
+                return;
             };
-            let desc = match desc {
-                Ok(d) => d,
-                Err(BtlError::NoResource) => {
-                    st.counters.no_resource += 1;
-                    st.pending.push_back(Action::Drive(r));
-                    return;
-                }
-                Err(e) => {
-                    st.fail_btl(r, &e);
-                    return;
-                }
-            };
-            let tok = st.alloc_tok(Tok {
-                req: r,
-                kind: TokKind::Frag,
-            });
-            match btls[b].send(desc, HdrType::Frag.am_tag(), tok) {
-                Ok(out) => {
-                    st.counters.frags += 1;
-                    st.counters.bytes_sent[peer] += chunk as u64;
-                    if let Some(Req {
-                        kind: Kind::Send(s),
-                        ..
-                    }) = st.reqs.get_mut(r)
-                    {
-                        s.sched_off += chunk;
-                        if out == SendOutcome::Pending {
-                            s.inflight += 1;
-                        }
-                    }
-                    if out == SendOutcome::Done {
-                        st.free_tok(tok);
-                    }
-                }
-                Err((d, BtlError::NoResource)) => {
-                    st.free_tok(tok);
-                    btls[b].free(d);
-                    st.counters.no_resource += 1;
-                    st.pending.push_back(Action::Drive(r));
-                    return;
-                }
-                Err((d, e)) => {
-                    st.free_tok(tok);
-                    btls[b].free(d);
-                    st.fail_btl(r, &e);
-                    return;
+            st.counters.frags += 1;
+            st.counters.bytes_sent[peer] += chunk as u64;
+            if let Some(Req {
+                kind: Kind::Send(s),
+                ..
+            }) = st.reqs.get_mut(r)
+            {
+                s.sched_off += chunk;
+                if out == SendOutcome::Pending {
+                    s.inflight += 1;
                 }
             }
         }
@@ -1749,6 +1677,71 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// Whether any world rank has been reported lost.
     pub fn dead_peer(&self, peer: u32) -> Option<&str> {
         self.st.dead.get(peer as usize)?.as_deref()
+    }
+}
+
+/// Builds a descriptor of header `hdr` followed by message bytes
+/// `[off, off + len)` of `buf` (referenced in place when `inplace` and the
+/// buffer is contiguous, packed otherwise) and sends it with a token for
+/// request `r`. Returns the outcome; `None` when the BTL refused (the
+/// request is queued for a retry from progress) or failed (the request is
+/// failed): the caller then stops.
+#[allow(clippy::too_many_arguments)]
+fn send_frag<B: ?Sized + Btl>(
+    btl: &mut B,
+    st: &mut State,
+    r: ReqRef,
+    (ep, tag, kind): (Endpoint, AmTag, TokKind),
+    hdr: &[u8],
+    buf: &Buffer,
+    (off, len): (usize, usize),
+    inplace: bool,
+) -> Option<SendOutcome> {
+    let hl = hdr.len();
+    let desc = match buf.contig() {
+        Some(region) if inplace => btl
+            .prepare_src(ep, hl, region.slice(off, len).unwrap_or(MemRegion::EMPTY))
+            .map(|mut d| {
+                d.buf[..hl].copy_from_slice(hdr);
+                d
+            }),
+        _ => btl.alloc(ep, hl + len).map(|mut d| {
+            d.buf[..hl].copy_from_slice(hdr);
+            buf.pack(off, &mut d.buf[hl..hl + len]);
+            d
+        }),
+    };
+    let desc = match desc {
+        Ok(d) => d,
+        Err(BtlError::NoResource) => {
+            st.counters.no_resource += 1;
+            st.pending.push_back(Action::Drive(r));
+            return None;
+        }
+        Err(e) => {
+            st.fail_btl(r, &e);
+            return None;
+        }
+    };
+    let tok = st.alloc_tok(Tok { req: r, kind });
+    match btl.send(desc, tag, tok) {
+        Ok(out) => {
+            if out == SendOutcome::Done {
+                st.free_tok(tok);
+            }
+            Some(out)
+        }
+        Err((d, e)) => {
+            st.free_tok(tok);
+            btl.free(d);
+            if e == BtlError::NoResource {
+                st.counters.no_resource += 1;
+                st.pending.push_back(Action::Drive(r));
+            } else {
+                st.fail_btl(r, &e);
+            }
+            None
+        }
     }
 }
 
