@@ -20,6 +20,8 @@ pub enum ErrClass {
     Rank = 6,
     /// `MPI_ERR_REQUEST`: invalid request handle.
     Request = 7,
+    /// `MPI_ERR_GROUP`: invalid group.
+    Group = 8,
     /// `MPI_ERR_ARG`: invalid argument.
     Arg = 13,
     /// `MPI_ERR_UNKNOWN`.

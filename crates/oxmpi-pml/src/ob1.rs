@@ -1675,6 +1675,31 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 
     /// Whether any world rank has been reported lost.
+    pub fn any_dead_peer(&self) -> bool {
+        self.st.dead.iter().any(Option::is_some)
+    }
+
+    /// Whether some BTL still holds work (queued fragments, completions) or
+    /// operations wait for resources.
+    pub fn has_work(&self) -> bool {
+        !self.st.actions.is_empty()
+            || !self.st.pending.is_empty()
+            || self.btls.iter().any(|b| b.has_work())
+    }
+
+    /// Closes every BTL (end of finalize): later operations fail with
+    /// `MPI_ERR_OTHER` instead of touching a transport.
+    pub fn close(&mut self) {
+        self.btls.clear();
+        for eps in &mut self.st.bml {
+            *eps = PeerEps::default();
+        }
+        for d in &mut self.st.dead {
+            d.get_or_insert_with(|| "MPI is finalized".to_string());
+        }
+    }
+
+    /// The reason world rank `peer` is lost, if it is.
     pub fn dead_peer(&self, peer: u32) -> Option<&str> {
         self.st.dead.get(peer as usize)?.as_deref()
     }

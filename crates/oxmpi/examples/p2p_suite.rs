@@ -1,0 +1,366 @@
+//! End-to-end checks of point-to-point semantics, run by the test suite
+//! through `oxmpirun` over each transport (`--mca btl self,sm` or
+//! `self,tcp`) with 2 to 8 ranks. Exits non-zero naming the first failed
+//! check; prints `p2p_suite ok` on rank 0 when every rank passed.
+//!
+//! `oxmpirun -n 4 target/release/examples/p2p_suite [check...]`
+
+use oxmpi::traits::*;
+use oxmpi::{AnyTag, Communicator, ErrorClass};
+
+type Comm<'u> = Communicator<'u>;
+
+fn fail(what: String) -> ! {
+    eprintln!("p2p_suite: FAILED: {what}");
+    std::process::exit(3)
+}
+
+macro_rules! check {
+    ($c:expr, $($f:tt)*) => {
+        if !$c { fail(format!($($f)*)) }
+    };
+}
+
+fn pattern(len: usize, seed: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(131) ^ seed.wrapping_mul(7)) as u8)
+        .collect()
+}
+
+/// Sizes crossing every threshold: sendi (256), one cache line (44 data
+/// bytes), eager (sm 4 KiB ring records / tcp 64 KiB), rendezvous first
+/// fragment, pipeline fragments, RDMA.
+const SIZES: [usize; 14] = [
+    0,
+    1,
+    44,
+    45,
+    244,
+    257,
+    4000,
+    4097,
+    16384,
+    65535,
+    65537,
+    300_000,
+    1 << 20,
+    (4 << 20) + 3,
+];
+
+/// Every rank sends every size to every other rank (standard mode), data
+/// checked, in an order that cannot deadlock (non-blocking receives first).
+fn all_pairs(w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    for &size in &SIZES {
+        let outs: Vec<Vec<u8>> = (0..n)
+            .map(|p| pattern(size, (me * 31 + p) as usize))
+            .collect();
+        let mut ins: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; size]).collect();
+        oxmpi::request::scope(|s| {
+            let mut reqs = Vec::new();
+            for (p, buf) in ins.iter_mut().enumerate() {
+                if p as i32 != me {
+                    reqs.push(
+                        w.process_at_rank(p as i32)
+                            .immediate_receive_into_with_tag(s, &mut buf[..], 7)
+                            .unwrap(),
+                    );
+                }
+            }
+            for (p, out) in outs.iter().enumerate() {
+                if p as i32 != me {
+                    w.process_at_rank(p as i32)
+                        .send_with_tag(&out[..], 7)
+                        .unwrap();
+                }
+            }
+            for st in oxmpi::request::wait_all(reqs).unwrap() {
+                check!(
+                    st.bytes() == size,
+                    "size {size}: status says {} bytes",
+                    st.bytes()
+                );
+            }
+        });
+        for p in 0..n {
+            if p != me {
+                check!(
+                    ins[p as usize] == pattern(size, (p * 31 + me) as usize),
+                    "size {size} from {p}: data differs"
+                );
+            }
+        }
+    }
+}
+
+/// Each send mode, blocking, between neighbours in a ring (even ranks send
+/// first so blocking synchronous sends cannot deadlock).
+fn modes(u: &oxmpi::Universe, w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    let next = w.process_at_rank((me + 1) % n);
+    let prev = w.process_at_rank((me + n - 1) % n);
+    u.buffer_attach(vec![0u8; 8 << 20]).unwrap();
+    for &size in &[0usize, 8, 300, 5000, 70_000, 1 << 20] {
+        for mode in 0..4 {
+            let out = pattern(size, mode * 1000 + me as usize);
+            let mut inb = vec![0u8; size];
+            let send = |buf: &[u8]| match mode {
+                0 => next.send_with_tag(buf, 3),
+                1 => next.synchronous_send_with_tag(buf, 3),
+                2 => next.buffered_send_with_tag(buf, 3),
+                _ => next.send_with_tag(buf, 3),
+            };
+            if mode == 3 {
+                // Ready mode: the receive is posted before the sender is
+                // told to go.
+                oxmpi::request::scope(|s| {
+                    let r = prev
+                        .immediate_receive_into_with_tag(s, &mut inb[..], 4)
+                        .unwrap();
+                    prev.send_with_tag(&[1u8][..], 5).unwrap();
+                    let mut go = [0u8];
+                    next.receive_into_with_tag(&mut go[..], 5).unwrap();
+                    next.ready_send_with_tag(&out[..], 4).unwrap();
+                    r.wait().unwrap();
+                });
+            } else if me % 2 == 0 {
+                send(&out).unwrap();
+                prev.receive_into_with_tag(&mut inb[..], 3).unwrap();
+            } else {
+                prev.receive_into_with_tag(&mut inb[..], 3).unwrap();
+                send(&out).unwrap();
+            }
+            let from = ((me + n - 1) % n) as usize;
+            check!(
+                inb == pattern(size, mode * 1000 + from),
+                "mode {mode} size {size}: data differs"
+            );
+        }
+    }
+    let b = u.buffer_detach().unwrap();
+    check!(b.len() == 8 << 20, "detach returned {} bytes", b.len());
+    w.barrier().unwrap();
+}
+
+/// Rank 0 receives from ANY_SOURCE with ANY_TAG; per-sender order holds.
+fn any_source(w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    const PER: i32 = 50;
+    if me == 0 {
+        let mut next_seq = vec![0i32; n as usize];
+        for _ in 0..(n - 1) * PER {
+            let mut v = [0i32; 2];
+            let st = w.any_process().receive_into(&mut v[..]).unwrap();
+            let src = st.source_rank();
+            check!(v[0] == src, "message claims {} but came from {src}", v[0]);
+            check!(
+                v[1] == next_seq[src as usize],
+                "from {src}: got {} expected {}",
+                v[1],
+                next_seq[src as usize]
+            );
+            check!(st.tag() == v[1] % 5, "tag {} for seq {}", st.tag(), v[1]);
+            next_seq[src as usize] += 1;
+        }
+    } else {
+        for i in 0..PER {
+            w.process_at_rank(0)
+                .send_with_tag(&[me, i][..], i % 5)
+                .unwrap();
+        }
+    }
+    w.barrier().unwrap();
+}
+
+/// Many unexpected messages: rank 1 sends 10,000 before rank 0 posts a
+/// receive; all arrive, in order.
+fn unexpected(w: &Comm) {
+    const N: u32 = 10_000;
+    let me = w.rank();
+    if me == 1 {
+        for i in 0..N {
+            w.process_at_rank(0).send_with_tag(&i, 9).unwrap();
+        }
+        w.process_at_rank(0).send_with_tag(&0u8, 10).unwrap();
+    } else if me == 0 {
+        // Wait until the last one is there, so the others are unexpected.
+        w.process_at_rank(1).probe_with_tag(10).unwrap();
+        for i in 0..N {
+            let (v, _) = w.process_at_rank(1).receive::<u32>().unwrap();
+            check!(v == i, "unexpected #{i}: got {v}");
+        }
+        let (_, st) = w.process_at_rank(1).receive::<u8>().unwrap();
+        check!(st.tag() == 10, "final tag {}", st.tag());
+    }
+    w.barrier().unwrap();
+}
+
+/// Probe, matched probe, receive_vec, truncation, cancel, PROC_NULL, bad
+/// arguments.
+fn misc(w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    let next = w.process_at_rank((me + 1) % n);
+    let prev = w.process_at_rank((me + n - 1) % n);
+    // Matched probe and receive_vec.
+    next.send_with_tag(&pattern(1234, me as usize)[..], 11)
+        .unwrap();
+    let (msg, st) = prev.matched_probe_with_tag(11).unwrap();
+    check!(st.bytes() == 1234, "mprobe size {}", st.bytes());
+    let (v, _) = msg.matched_receive_vec::<u8>().unwrap();
+    check!(
+        v == pattern(1234, ((me + n - 1) % n) as usize),
+        "mrecv data"
+    );
+    // Truncation: the data that fits is delivered.
+    next.send_with_tag(&pattern(100, 5)[..], 12).unwrap();
+    let mut small = [0u8; 10];
+    let e = prev.receive_into_with_tag(&mut small[..], 12).unwrap_err();
+    check!(e.class() == ErrorClass::Truncate, "truncate gave {e}");
+    check!(small[..] == pattern(100, 5)[..10], "truncated data");
+    // Cancel of a posted receive.
+    let mut b = [0u8; 4];
+    oxmpi::request::scope(|s| {
+        let r = prev
+            .immediate_receive_into_with_tag(s, &mut b[..], 99)
+            .unwrap();
+        r.cancel().unwrap();
+        let st = r.wait().unwrap();
+        check!(st.cancelled(), "receive not cancelled");
+    });
+    // PROC_NULL.
+    w.null_process().send(&[1u8, 2][..]).unwrap();
+    let st = w.null_process().receive_into(&mut [0u8; 2][..]).unwrap();
+    check!(
+        st.is_proc_null() && st.bytes() == 0,
+        "PROC_NULL status {st:?}"
+    );
+    // Bad arguments are errors, not crashes.
+    let e = w.process_at_rank(n).send(&1u8).unwrap_err();
+    check!(e.class() == ErrorClass::Rank, "bad rank gave {e}");
+    let e = next.send_with_tag(&1u8, -5).unwrap_err();
+    check!(e.class() == ErrorClass::Tag, "bad tag gave {e}");
+    let e = w.process_at_rank(-7).receive::<u8>().unwrap_err();
+    check!(e.class() == ErrorClass::Rank, "bad source gave {e}");
+    // iprobe sees nothing pending.
+    check!(
+        w.any_process()
+            .immediate_probe_with_tag(AnyTag)
+            .unwrap()
+            .is_none(),
+        "stray message"
+    );
+    w.barrier().unwrap();
+}
+
+/// dup and split give separate matching contexts.
+fn comms(w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    let d = w.dup().unwrap();
+    check!(d.size() == n && d.rank() == me, "dup shape");
+    // The same tag on both communicators: each receive gets its own.
+    let next = (me + 1) % n;
+    let prev = (me + n - 1) % n;
+    w.process_at_rank(next).send_with_tag(&1u32, 0).unwrap();
+    d.process_at_rank(next).send_with_tag(&2u32, 0).unwrap();
+    let (a, _) = d.process_at_rank(prev).receive::<u32>().unwrap();
+    let (b, _) = w.process_at_rank(prev).receive::<u32>().unwrap();
+    check!(
+        a == 2 && b == 1,
+        "contexts mixed: dup got {a}, world got {b}"
+    );
+    let half = w.split(Some((me % 2) as u32), -me).unwrap().unwrap();
+    let expect = (n + 1 - me % 2) / 2;
+    check!(
+        half.size() == expect,
+        "split size {} expected {expect}",
+        half.size()
+    );
+    // Reverse key order: the highest world rank is rank 0.
+    let members: Vec<i32> = (0..n).filter(|r| r % 2 == me % 2).rev().collect();
+    check!(members[half.rank() as usize] == me, "split order");
+    let sum = {
+        let mut total = 0i32;
+        for r in 0..half.size() {
+            if r == half.rank() {
+                for p in 0..half.size() {
+                    if p != r {
+                        half.process_at_rank(p).send(&me).unwrap();
+                    }
+                }
+            } else {
+                let (v, _) = half.process_at_rank(r).receive::<i32>().unwrap();
+                total += v;
+            }
+        }
+        total + me
+    };
+    let want: i32 = members.iter().sum();
+    check!(sum == want, "split traffic sum {sum} want {want}");
+    let none = w.split(None, 0).unwrap();
+    check!(none.is_none(), "MPI_UNDEFINED color gave a communicator");
+    let shared = w.split_shared(0).unwrap();
+    check!(
+        shared.size() == n,
+        "all ranks share this node: {}",
+        shared.size()
+    );
+    w.barrier().unwrap();
+}
+
+/// Protocol counters show which protocol carried each size over this
+/// transport.
+fn protocols(u: &oxmpi::Universe, w: &Comm) {
+    let c = u.counters();
+    let sm = u
+        .peer_btls(((w.rank() + 1) % w.size()) as u32)
+        .unwrap()
+        .0
+        .contains(&"sm");
+    check!(c.eager_sendi > 0, "no immediate sends: {c:?}");
+    if sm {
+        check!(
+            c.rget + c.rdma_put + c.rdma_pipeline > 0 || c.send_pipeline > 0,
+            "no rendezvous over sm: {c:?}"
+        );
+    } else {
+        check!(
+            c.send_pipeline > 0 && c.frags > 0,
+            "no send/receive pipeline over tcp: {c:?}"
+        );
+    }
+}
+
+fn main() {
+    let universe = oxmpi::initialize().unwrap_or_else(|e| fail(format!("init: {e}")));
+    let world = universe.world();
+    let only: Vec<String> = std::env::args().skip(1).collect();
+    let run = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    if world.size() < 2 {
+        fail("needs at least 2 ranks".into());
+    }
+    if run("pairs") {
+        all_pairs(&world);
+    }
+    if run("modes") {
+        modes(&universe, &world);
+    }
+    if run("any") {
+        any_source(&world);
+    }
+    if run("unexpected") {
+        unexpected(&world);
+    }
+    if run("misc") {
+        misc(&world);
+    }
+    if run("comms") {
+        comms(&world);
+    }
+    if run("protocols") && only.is_empty() {
+        protocols(&universe, &world);
+    }
+    world.barrier().unwrap();
+    if world.rank() == 0 {
+        println!("p2p_suite ok");
+    }
+}

@@ -1,0 +1,55 @@
+//! Errors: every fallible call returns [`Result`], whose [`Error`] carries an
+//! MPI error class and a message naming the cause.
+
+use oxmpi_pml::{ErrClass, PmlError};
+
+/// MPI error classes (the values of the MPI standard ABI for the classic
+/// classes; `ProcFailed` is ULFM's `MPI_ERR_PROC_FAILED`).
+pub use oxmpi_pml::ErrClass as ErrorClass;
+
+/// An MPI error: its class and what went wrong.
+///
+/// ```
+/// use oxmpi::{Error, ErrorClass};
+/// let e = Error::new(ErrorClass::Rank, "rank 9 of a communicator of 4");
+/// assert_eq!(e.class(), ErrorClass::Rank);
+/// assert!(e.to_string().contains("rank 9"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{class:?} ({code}): {msg}", code = class.code())]
+pub struct Error {
+    class: ErrClass,
+    msg: String,
+}
+
+impl Error {
+    /// An error of `class` with message `msg`.
+    pub fn new(class: ErrorClass, msg: impl Into<String>) -> Error {
+        Error {
+            class,
+            msg: msg.into(),
+        }
+    }
+
+    /// The MPI error class.
+    pub fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    /// The message naming the cause.
+    pub fn message(&self) -> &str {
+        &self.msg
+    }
+}
+
+impl From<PmlError> for Error {
+    fn from(e: PmlError) -> Error {
+        Error {
+            class: e.class,
+            msg: e.msg,
+        }
+    }
+}
+
+/// The result of an oxmpi call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,64 @@
+//! oxmpi: MPI point-to-point communication for Rust programs.
+//!
+//! ```no_run
+//! use oxmpi::traits::*;
+//!
+//! let universe = oxmpi::initialize().unwrap();
+//! let world = universe.world();
+//! let (rank, size) = (world.rank(), world.size());
+//! if rank == 0 {
+//!     for peer in 1..size {
+//!         let (msg, status) = world.any_process().receive_vec::<u64>().unwrap();
+//!         println!("from {}: {:?}", status.source_rank(), msg);
+//!     }
+//! } else {
+//!     world.process_at_rank(0).send(&[rank as u64; 4][..]).unwrap();
+//! }
+//! ```
+//!
+//! * [`initialize`] / [`initialize_with_threading`] give a [`Universe`];
+//!   dropping its last handle finalizes MPI. Communicators, requests and
+//!   messages borrow it, so MPI cannot be used after finalize.
+//! * [`Communicator`]: rank, size, dup, split, groups; point-to-point
+//!   through [`Process`] (sends and receives) and [`AnyProcess`]
+//!   (`MPI_ANY_SOURCE`).
+//! * [`request`]: non-blocking operations, scoped ([`request::scope`]) or
+//!   owning their buffers ([`request::OwnedRequest`]).
+//! * [`framework`]: how a job's transports are opened (the launcher and
+//!   `oxmpi-info` use its parameter list).
+#![deny(unsafe_code)]
+
+mod buffer;
+mod collective;
+mod comm;
+mod datatype;
+mod error;
+pub mod framework;
+pub mod request;
+mod runtime;
+mod status;
+mod universe;
+
+pub use buffer::{Buffer, BufferMut};
+pub use comm::{
+    AnyProcess, AnyTag, Communicator, Comparison, Group, Message, Process, Source, TagSpec,
+    PROC_NULL, TAG_UB,
+};
+pub use datatype::Equivalence;
+pub use error::{Error, ErrorClass, Result};
+pub use runtime::ThreadLevel;
+pub use status::Status;
+pub use universe::{
+    initialize, initialize_with_threading, is_finalized, is_initialized, universe, Threading,
+    Universe,
+};
+
+/// Re-exports of the PML's protocol counters.
+pub use oxmpi_pml::Counters;
+
+/// The traits a program needs in scope: `use oxmpi::traits::*;`.
+pub mod traits {
+    pub use crate::buffer::{Buffer, BufferMut};
+    pub use crate::comm::{Source, TagSpec};
+    pub use crate::datatype::Equivalence;
+}

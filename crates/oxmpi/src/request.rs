@@ -1,0 +1,328 @@
+//! Non-blocking operations whose buffers cannot be freed while the stack
+//! uses them.
+//!
+//! Two ways, both safe against `mem::forget` (rsmpi issue #75):
+//!
+//! * **Scoped borrowing**: [`scope`] gives a [`Scope`]; a request started
+//!   in it borrows its buffer for the scope's lifetime, and the scope waits,
+//!   when it ends, for every request that was not completed (dropped or
+//!   forgotten ones included). So a buffer outlives every operation on it.
+//! * **Owned buffers**: [`OwnedRequest`] owns the buffer (a `Vec<T>` moved
+//!   in) and gives it back when it completes; forgetting the request leaks
+//!   the buffer, never frees it under the stack.
+//!
+//! Dropping a [`Request`] that has not completed waits for it.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use oxmpi_pml::ReqId;
+
+use crate::error::Result;
+use crate::runtime::Runtime;
+use crate::status::Status;
+use crate::universe::Threading::{self, Level};
+
+/// The requests of a scope that are still in flight.
+pub struct Scope<'a> {
+    slots: RefCell<Vec<Option<(&'a Runtime, ReqId)>>>,
+    free: RefCell<Vec<usize>>,
+    // Invariant in 'a: a scope cannot be shortened to accept buffers that
+    // live less long.
+    _inv: PhantomData<fn(&'a ()) -> &'a ()>,
+}
+
+impl std::fmt::Debug for Scope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let live = self.slots.borrow().iter().filter(|s| s.is_some()).count();
+        f.debug_struct("Scope").field("in_flight", &live).finish()
+    }
+}
+
+/// Runs `f` with a scope for non-blocking requests; when `f` returns, every
+/// request started in the scope and not yet completed is waited for.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let peer = world.process_at_rank((world.rank() + 1) % world.size());
+/// let from = world.process_at_rank((world.rank() + world.size() - 1) % world.size());
+/// let out = [world.rank(); 4];
+/// let mut inb = [0i32; 4];
+/// oxmpi::request::scope(|s| {
+///     let r = from.immediate_receive_into(s, &mut inb).unwrap();
+///     let q = peer.immediate_send(s, &out).unwrap();
+///     q.wait().unwrap();
+///     r.wait().unwrap();
+/// });
+/// ```
+pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
+    let s = Scope {
+        slots: RefCell::new(Vec::new()),
+        free: RefCell::new(Vec::new()),
+        _inv: PhantomData,
+    };
+    // The guard waits even if `f` panics: the buffers are borrowed by the
+    // caller's frame, which unwinding would otherwise free.
+    struct Guard<'s, 'a>(&'s Scope<'a>);
+    impl Drop for Guard<'_, '_> {
+        fn drop(&mut self) {
+            let slots = std::mem::take(&mut *self.0.slots.borrow_mut());
+            for (rt, id) in slots.into_iter().flatten() {
+                let _ = rt.pml.wait(id);
+            }
+        }
+    }
+    let g = Guard(&s);
+    let out = f(g.0);
+    drop(g);
+    out
+}
+
+impl<'a> Scope<'a> {
+    fn enter(&self, rt: &'a Runtime, id: ReqId) -> usize {
+        let mut slots = self.slots.borrow_mut();
+        match self.free.borrow_mut().pop() {
+            Some(i) => {
+                slots[i] = Some((rt, id));
+                i
+            }
+            None => {
+                slots.push(Some((rt, id)));
+                slots.len() - 1
+            }
+        }
+    }
+
+    fn leave(&self, i: usize) {
+        if let Some(s) = self.slots.borrow_mut().get_mut(i) {
+            if s.take().is_some() {
+                self.free.borrow_mut().push(i);
+            }
+        }
+    }
+
+    /// Registers a started request: from here until it completes, the scope
+    /// answers for its buffer.
+    pub(crate) fn register(&self, rt: &'a Runtime, id: ReqId) -> Request<'a, '_> {
+        let slot = self.enter(rt, id);
+        Request {
+            rt,
+            id: Some(id),
+            scope: self,
+            slot,
+        }
+    }
+}
+
+/// A non-blocking operation started in a [`Scope`].
+#[must_use = "a request must be waited for (dropping it waits)"]
+pub struct Request<'a, 's> {
+    rt: &'a Runtime,
+    id: Option<ReqId>,
+    scope: &'s Scope<'a>,
+    slot: usize,
+}
+
+impl std::fmt::Debug for Request<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request").field("id", &self.id).finish()
+    }
+}
+
+impl Request<'_, '_> {
+    fn done(&mut self) {
+        self.id = None;
+        self.scope.leave(self.slot);
+    }
+
+    /// `MPI_Wait`: blocks until the operation completes.
+    pub fn wait(mut self) -> Result<Status> {
+        let id = self.id.expect("a live request has an id");
+        let r = self.rt.pml.wait(id);
+        self.done();
+        status_result(r)
+    }
+
+    /// `MPI_Test`: the status if it completed, else the request back.
+    pub fn test(mut self) -> std::result::Result<Result<Status>, Self> {
+        let id = self.id.expect("a live request has an id");
+        match self.rt.pml.with(|o| {
+            o.progress();
+            o.test(id)
+        }) {
+            Ok(None) => Err(self),
+            Ok(Some(s)) => {
+                self.done();
+                Ok(status_result(Ok(s)))
+            }
+            Err(e) => {
+                self.done();
+                Ok(Err(e.into()))
+            }
+        }
+    }
+
+    /// `MPI_Cancel`: asks to cancel; the request must still be waited for
+    /// and its status says whether the cancel took effect.
+    pub fn cancel(&self) -> Result<()> {
+        let id = self.id.expect("a live request has an id");
+        Ok(self.rt.pml.with(|o| o.cancel(id))?)
+    }
+}
+
+impl Drop for Request<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let _ = self.rt.pml.wait(id);
+            self.scope.leave(self.slot);
+        }
+    }
+}
+
+/// A status, or the error the request ended with (`MPI_ERR_TRUNCATE`
+/// keeps the data that fitted).
+pub(crate) fn status_result(
+    r: std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>,
+) -> Result<Status> {
+    let s = r?;
+    if let Some(class) = s.error {
+        return Err(crate::Error::new(
+            class,
+            match class {
+                crate::ErrorClass::Truncate => format!(
+                    "message truncated: the receive buffer took {} bytes of a longer message",
+                    s.bytes
+                ),
+                _ => format!("the request failed ({class:?})"),
+            },
+        ));
+    }
+    Ok(Status::from_pml(s))
+}
+
+/// `MPI_Waitall` over scoped requests: every status in order, or the first
+/// error (after every request completed).
+pub fn wait_all(reqs: Vec<Request<'_, '_>>) -> Result<Vec<Status>> {
+    let mut out = Vec::with_capacity(reqs.len());
+    let mut first_err = None;
+    for r in reqs {
+        match r.wait() {
+            Ok(s) => out.push(s),
+            Err(e) => {
+                first_err.get_or_insert(e);
+                out.push(Status::default());
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// `MPI_Waitany`: waits for one request of `reqs` to complete, removes it,
+/// and returns its index and status; `None` when `reqs` is empty.
+pub fn wait_any(reqs: &mut Vec<Request<'_, '_>>) -> Option<(usize, Result<Status>)> {
+    if reqs.is_empty() {
+        return None;
+    }
+    let rt = reqs[0].rt;
+    let ids: Vec<ReqId> = reqs.iter().map(|r| r.id.expect("live")).collect();
+    let (i, r) = rt.pml.wait_until(|o| {
+        for (i, id) in ids.iter().enumerate() {
+            match o.test(*id) {
+                Ok(None) => {}
+                Ok(Some(s)) => return Some((i, Ok(s))),
+                Err(e) => return Some((i, Err(e))),
+            }
+        }
+        None
+    });
+    let mut req = reqs.remove(i);
+    req.done();
+    Some((i, status_result(r)))
+}
+
+/// An operation that owns its buffer: `wait` gives the buffer back.
+///
+/// ```no_run
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// if world.rank() == 0 {
+///     let req = world.process_at_rank(1).immediate_send_owned(vec![1u8; 1024]).unwrap();
+///     let (buf, _status) = req.wait().unwrap();
+///     assert_eq!(buf.len(), 1024);
+/// }
+/// ```
+#[must_use = "an owned request must be waited for (dropping it waits)"]
+pub struct OwnedRequest<'u, B, L: Level = Threading::Single> {
+    rt: &'u Runtime,
+    id: Option<ReqId>,
+    buf: Option<B>,
+    _level: PhantomData<L::Marker>,
+}
+
+impl<B, L: Level> std::fmt::Debug for OwnedRequest<'_, B, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedRequest")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
+    pub(crate) fn new(rt: &'u Runtime, id: ReqId, buf: B) -> Self {
+        OwnedRequest {
+            rt,
+            id: Some(id),
+            buf: Some(buf),
+            _level: PhantomData,
+        }
+    }
+
+    /// Waits for completion; returns the buffer and the status (or the
+    /// error, with the buffer still returned through [`OwnedRequest::wait_buf`]).
+    pub fn wait(self) -> Result<(B, Status)> {
+        let (b, s) = self.wait_buf();
+        s.map(|s| (b, s))
+    }
+
+    /// Waits; returns the buffer whatever happened, and the status or error.
+    pub fn wait_buf(mut self) -> (B, Result<Status>) {
+        let id = self.id.take().expect("live");
+        let r = status_result(self.rt.pml.wait(id));
+        (self.buf.take().expect("live"), r)
+    }
+
+    /// `MPI_Test`: `Ok` with the buffer and status once complete.
+    pub fn test(mut self) -> std::result::Result<(B, Result<Status>), Self> {
+        let id = self.id.expect("live");
+        match self.rt.pml.with(|o| {
+            o.progress();
+            o.test(id)
+        }) {
+            Ok(None) => Err(self),
+            r => {
+                self.id = None;
+                let r = r.map(|s| s.expect("some"));
+                (self.buf.take().map(|b| (b, status_result(r)))).ok_or(self)
+            }
+        }
+    }
+
+    /// `MPI_Cancel`.
+    pub fn cancel(&self) -> Result<()> {
+        let id = self.id.expect("live");
+        Ok(self.rt.pml.with(|o| o.cancel(id))?)
+    }
+}
+
+impl<B, L: Level> Drop for OwnedRequest<'_, B, L> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let _ = self.rt.pml.wait(id);
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The process's MPI state: parameters, the PMI client and modex, the BTLs
+//! and the PML, from `MPI_Init` to `MPI_Finalize`.
+//!
+//! Start-up ([`Runtime::init`]): parameters from every source, the PMI
+//! client (or a singleton), the modex, the BTL framework
+//! ([`crate::framework::open`]), the PML with the world (context 0) and
+//! self (context 2) communicators. Every peer must be reachable by some BTL,
+//! or start-up fails naming the first one that is not.
+//!
+//! Finalize ([`Runtime::finalize`], run when the last universe handle is
+//! dropped): requests still active (including those the user freed) are
+//! completed, a barrier over the world makes sure every rank is done with
+//! its traffic, each BTL's queues are drained, one PMI fence keeps every
+//! rank's transports open until all have drained, then the transports are
+//! closed and the launcher is told.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use oxmpi_pml::{Ob1, Pml, PmlConfig};
+use oxmpi_runtime::mca::{self, Registry, Sources};
+use oxmpi_runtime::pmi::{Modex, Pmi, PmiConfig};
+use oxmpi_runtime::topology;
+
+use crate::error::{Error, ErrorClass, Result};
+use crate::framework::{self, DynBtl};
+
+/// Context id of `MPI_COMM_WORLD` (its collectives use the next one).
+pub(crate) const WORLD_CTX: u16 = 0;
+/// Context id of `MPI_COMM_SELF`.
+pub(crate) const SELF_CTX: u16 = 2;
+/// First context id free for new communicators.
+pub(crate) const FIRST_FREE_CTX: u16 = 4;
+
+/// The MPI thread support levels (`MPI_THREAD_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ThreadLevel {
+    /// `MPI_THREAD_SINGLE`: one thread.
+    Single,
+    /// `MPI_THREAD_FUNNELED`: only the thread that initialized calls MPI.
+    Funneled,
+    /// `MPI_THREAD_SERIALIZED`: any thread, one at a time.
+    Serialized,
+    /// `MPI_THREAD_MULTIPLE`: any thread, concurrently.
+    Multiple,
+}
+
+/// The process's MPI state (public only to be named by the sealed
+/// traits of this crate; its module is private).
+pub struct Runtime {
+    pub(crate) pml: Pml<DynBtl>,
+    pub(crate) rank: u32,
+    pub(crate) size: u32,
+    pub(crate) level: ThreadLevel,
+    pub(crate) local_ranks: Vec<u32>,
+    pub(crate) appnum: u32,
+    pub(crate) universe_size: u32,
+    modex: Mutex<Option<Modex>>,
+    /// Lowest context id never used by this process (communicator creation
+    /// agrees on the maximum over the members).
+    pub(crate) next_ctx: Mutex<u16>,
+    finalized: AtomicBool,
+    /// The buffer attached for buffered sends (owned while attached).
+    pub(crate) bsend_buf: Mutex<Option<Box<[u8]>>>,
+    main_thread: std::thread::ThreadId,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("level", &self.level)
+            .finish_non_exhaustive()
+    }
+}
+
+fn other(what: impl std::fmt::Display) -> Error {
+    Error::new(ErrorClass::Other, what.to_string())
+}
+
+impl Runtime {
+    /// `MPI_Init_thread`.
+    pub(crate) fn init(level: ThreadLevel) -> Result<Runtime> {
+        oxmpi_runtime::log::init();
+        let mut reg = Registry::new();
+        framework::register_params(&mut reg).map_err(other)?;
+        let sources =
+            Sources::from_process().map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
+        reg.apply(&sources)
+            .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
+        let pmi_cfg = PmiConfig::from_registry(&reg)
+            .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
+        let pmi = Pmi::from_env(pmi_cfg).map_err(|e| other(format!("PMI start-up: {e}")))?;
+        let mut modex = Modex::new(pmi).map_err(|e| other(format!("PMI start-up: {e}")))?;
+        let rank = modex.rank();
+        let size = modex.size();
+        let appnum = modex.pmi().appnum();
+        let universe_size = modex.pmi().universe_size().max(size);
+        let local_ranks = modex.local_ranks().to_vec();
+
+        let opened = framework::open(&reg, &mut modex)?;
+        let cfg = PmlConfig::from_registry(&reg)
+            .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
+        let spin = cfg.spin_count;
+        let mut ob1 = Ob1::new(cfg, rank, opened.btls, &opened.peers)?;
+        for peer in 0..size {
+            let reachable = ob1
+                .peer_btls(peer)
+                .is_some_and(|(send, _)| !send.is_empty());
+            if !reachable {
+                let btls = reg
+                    .selection("btl")
+                    .map(|s| s.join(","))
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    ErrorClass::Other,
+                    format!(
+                        "rank {rank} cannot reach rank {peer} with the selected BTLs ({btls}): \
+                         add sm or tcp to the btl parameter"
+                    ),
+                ));
+            }
+        }
+        let world: Vec<u32> = (0..size).collect();
+        ob1.add_comm(WORLD_CTX, world.clone(), rank)?;
+        ob1.add_comm(WORLD_CTX + 1, world, rank)?;
+        ob1.add_comm(SELF_CTX, vec![rank], 0)?;
+        ob1.add_comm(SELF_CTX + 1, vec![rank], 0)?;
+        let oversubscribed = match reg.get_enum(mca::MPI_YIELD_WHEN_IDLE).unwrap_or("auto") {
+            "yes" => true,
+            "no" => false,
+            _ => topology::node_oversubscribed(local_ranks.len()),
+        };
+        tracing::debug!(
+            rank,
+            size,
+            oversubscribed,
+            "oxmpi initialised: {:?}",
+            (0..size).map(|p| ob1.peer_btls(p)).collect::<Vec<_>>()
+        );
+        Ok(Runtime {
+            pml: Pml::new(ob1, spin, oversubscribed),
+            rank,
+            size,
+            level,
+            local_ranks,
+            appnum,
+            universe_size,
+            modex: Mutex::new(Some(modex)),
+            next_ctx: Mutex::new(FIRST_FREE_CTX),
+            finalized: AtomicBool::new(false),
+            bsend_buf: Mutex::new(None),
+            main_thread: std::thread::current().id(),
+        })
+    }
+
+    /// Whether the calling thread is the one that initialized MPI.
+    pub(crate) fn is_main_thread(&self) -> bool {
+        std::thread::current().id() == self.main_thread
+    }
+
+    /// Whether finalize has run.
+    pub(crate) fn is_finalized(&self) -> bool {
+        self.finalized.load(Ordering::Acquire)
+    }
+
+    /// `MPI_Finalize`. Collective over the world.
+    pub(crate) fn finalize(&self) -> Result<()> {
+        if self.finalized.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Requests the application freed while active still complete.
+        self.pml
+            .wait_until(|o| (o.active_requests() == 0 || o.any_dead_peer()).then_some(()));
+        let barrier = crate::collective::barrier_ctx(self, WORLD_CTX + 1, self.size, self.rank);
+        // Drain what the BTLs still hold (queued fragments, CREDIT messages),
+        // bounded in time: a peer that died cannot take our data any more.
+        let t0 = Instant::now();
+        while self.pml.with(|o| o.has_work()) && t0.elapsed() < Duration::from_secs(10) {
+            self.pml.progress();
+            std::thread::yield_now();
+        }
+        let mut modex = self.modex.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(m) = modex.as_mut() {
+            if self.size > 1 && barrier.is_ok() {
+                m.fence()
+                    .map_err(|e| other(format!("finalize fence: {e}")))?;
+            }
+        }
+        self.pml.with(|o| o.close());
+        if let Some(m) = modex {
+            m.into_pmi()
+                .finalize()
+                .map_err(|e| other(format!("PMI finalize: {e}")))?;
+        }
+        barrier
+    }
+
+    /// `MPI_Abort`: tells the launcher to end the job with `code`, then
+    /// exits.
+    pub(crate) fn abort(&self, code: i32, msg: &str) -> ! {
+        let mut g = self.modex.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = g.as_mut() {
+            m.pmi_mut().abort(code, msg)
+        }
+        eprintln!("oxmpi: abort ({code}): {msg}");
+        std::process::exit(code)
+    }
+}

@@ -1,0 +1,62 @@
+//! What a completed receive, send or probe reports.
+
+use crate::datatype::Equivalence;
+use crate::error::ErrorClass;
+
+/// `MPI_Status`: source, tag, size, whether the request was cancelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Status {
+    pub(crate) inner: oxmpi_pml::Status,
+}
+
+impl Status {
+    pub(crate) fn from_pml(inner: oxmpi_pml::Status) -> Status {
+        Status { inner }
+    }
+
+    /// The rank (in the communicator) the message came from (negative for
+    /// an operation on `PROC_NULL`, see [`Status::is_proc_null`]).
+    pub fn source_rank(&self) -> i32 {
+        self.inner.source
+    }
+
+    /// The message's tag.
+    pub fn tag(&self) -> i32 {
+        self.inner.tag
+    }
+
+    /// Bytes received (or sent).
+    pub fn bytes(&self) -> usize {
+        self.inner.bytes
+    }
+
+    /// `MPI_Get_count`: whole elements of `T` received; `None` when the
+    /// byte count is not a multiple of `T`'s size (`MPI_UNDEFINED`).
+    ///
+    /// ```
+    /// let s = oxmpi::Status::default();
+    /// assert_eq!(s.count::<u64>(), Some(0));
+    /// ```
+    pub fn count<T: Equivalence>(&self) -> Option<usize> {
+        let sz = std::mem::size_of::<T>();
+        if sz == 0 {
+            return Some(0);
+        }
+        (self.inner.bytes % sz == 0).then_some(self.inner.bytes / sz)
+    }
+
+    /// Whether the request was cancelled (`MPI_Test_cancelled`).
+    pub fn cancelled(&self) -> bool {
+        self.inner.cancelled
+    }
+
+    /// The error class the request ended with, if any.
+    pub fn error(&self) -> Option<ErrorClass> {
+        self.inner.error
+    }
+
+    /// Whether this is the status of an operation on `PROC_NULL`.
+    pub fn is_proc_null(&self) -> bool {
+        self.inner.source == oxmpi_pml::ob1::PROC_NULL_STATUS
+    }
+}

@@ -1,0 +1,298 @@
+//! Start-up and shut-down: [`initialize`], [`initialize_with_threading`],
+//! and the [`Universe`] handle whose last drop finalizes.
+//!
+//! Everything that talks to other ranks borrows a universe handle, so using
+//! MPI after finalize does not compile:
+//!
+//! ```compile_fail
+//! let universe = oxmpi::initialize().unwrap();
+//! let world = universe.world();
+//! drop(universe); // error: `universe` is still borrowed by `world`
+//! world.barrier().unwrap();
+//! ```
+//!
+//! The thread level is part of the type. A universe initialized for
+//! [`Threading::Multiple`] is `Send + Sync`, so its communicators can be
+//! used from several threads at once; the others are not `Sync` (and
+//! `Single`/`Funneled` not even `Send`), so the compiler refuses what the
+//! level forbids:
+//!
+//! ```compile_fail
+//! let universe = oxmpi::initialize().unwrap(); // Threading::Single
+//! let world = universe.world();
+//! std::thread::scope(|s| {
+//!     s.spawn(|| world.rank()); // error: the communicator is not Sync
+//! });
+//! ```
+
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::comm::Communicator;
+use crate::error::{Error, ErrorClass, Result};
+use crate::runtime::{Runtime, ThreadLevel, SELF_CTX, WORLD_CTX};
+
+/// The thread levels as types: pass one to [`initialize_with_threading`]
+/// (`oxmpi::initialize_with_threading(Threading::Multiple)`).
+#[allow(non_snake_case)]
+pub mod Threading {
+    use std::cell::Cell;
+    use std::marker::PhantomData;
+
+    use crate::runtime::ThreadLevel;
+
+    mod sealed {
+        pub trait Sealed {}
+    }
+
+    /// A thread level (one of the four unit types of this module). Its
+    /// `Marker` decides whether the universe and every handle borrowing it
+    /// are `Send` and `Sync`.
+    pub trait Level: sealed::Sealed + Copy + Default + 'static {
+        /// The level's value.
+        const LEVEL: ThreadLevel;
+        /// Zero-sized; carries the level's `Send`/`Sync`.
+        type Marker: Copy + Default + std::fmt::Debug;
+    }
+
+    /// `MPI_THREAD_SINGLE`: the handles are neither `Send` nor `Sync`.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Single;
+    /// `MPI_THREAD_FUNNELED`: only the initializing thread calls MPI, so
+    /// the handles are neither `Send` nor `Sync`.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Funneled;
+    /// `MPI_THREAD_SERIALIZED`: any one thread at a time: `Send`, not
+    /// `Sync`.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Serialized;
+    /// `MPI_THREAD_MULTIPLE`: `Send` and `Sync`.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Multiple;
+
+    /// Not `Send`, not `Sync`.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Confined(PhantomData<*const ()>);
+    /// `Send`, not `Sync`.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct OneAtATime(PhantomData<Cell<()>>);
+    /// `Send` and `Sync`.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Shared;
+
+    impl sealed::Sealed for Single {}
+    impl sealed::Sealed for Funneled {}
+    impl sealed::Sealed for Serialized {}
+    impl sealed::Sealed for Multiple {}
+    impl Level for Single {
+        const LEVEL: ThreadLevel = ThreadLevel::Single;
+        type Marker = Confined;
+    }
+    impl Level for Funneled {
+        const LEVEL: ThreadLevel = ThreadLevel::Funneled;
+        type Marker = Confined;
+    }
+    impl Level for Serialized {
+        const LEVEL: ThreadLevel = ThreadLevel::Serialized;
+        type Marker = OneAtATime;
+    }
+    impl Level for Multiple {
+        const LEVEL: ThreadLevel = ThreadLevel::Multiple;
+        type Marker = Shared;
+    }
+}
+
+use Threading::Level;
+
+/// The process-wide state, shared by every handle.
+static CURRENT: Mutex<Option<Weak<Runtime>>> = Mutex::new(None);
+/// Set once MPI has been finalized (MPI cannot be initialized again).
+static ENDED: Mutex<bool> = Mutex::new(false);
+
+/// A handle on the initialized MPI library. Dropping the last handle (every
+/// clone, and those [`universe`] handed out) finalizes MPI.
+pub struct Universe<L: Level = Threading::Single> {
+    pub(crate) rt: Arc<Runtime>,
+    _level: PhantomData<L::Marker>,
+}
+
+impl<L: Level> std::fmt::Debug for Universe<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Universe")
+            .field("rank", &self.rt.rank)
+            .field("size", &self.rt.size)
+            .field("level", &self.rt.level)
+            .finish()
+    }
+}
+
+impl<L: Level> Clone for Universe<L> {
+    fn clone(&self) -> Self {
+        Universe {
+            rt: self.rt.clone(),
+            _level: PhantomData,
+        }
+    }
+}
+
+/// `MPI_Init`: initializes MPI for one thread.
+///
+/// ```no_run
+/// let universe = oxmpi::initialize().expect("MPI start-up");
+/// let world = universe.world();
+/// println!("rank {} of {}", world.rank(), world.size());
+/// ```
+pub fn initialize() -> Result<Universe<Threading::Single>> {
+    initialize_with_threading(Threading::Single)
+}
+
+/// `MPI_Init_thread`: initializes MPI at thread level `L`.
+///
+/// ```no_run
+/// use oxmpi::Threading;
+/// let universe = oxmpi::initialize_with_threading(Threading::Multiple).unwrap();
+/// let world = universe.world();
+/// std::thread::scope(|s| {
+///     s.spawn(|| world.rank());
+/// });
+/// ```
+pub fn initialize_with_threading<L: Level>(level: L) -> Result<Universe<L>> {
+    let _ = level;
+    let mut cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+    if cur.as_ref().is_some_and(|w| w.strong_count() > 0) {
+        return Err(Error::new(
+            ErrorClass::Other,
+            "MPI is already initialized (use oxmpi::universe() to get a handle)",
+        ));
+    }
+    if *ENDED.lock().unwrap_or_else(|p| p.into_inner()) {
+        return Err(Error::new(
+            ErrorClass::Other,
+            "MPI was finalized and cannot be initialized again",
+        ));
+    }
+    let rt = Arc::new(Runtime::init(L::LEVEL)?);
+    *cur = Some(Arc::downgrade(&rt));
+    Ok(Universe {
+        rt,
+        _level: PhantomData,
+    })
+}
+
+/// `MPI_Initialized` and not yet finalized: whether a universe is alive.
+///
+/// ```
+/// assert!(!oxmpi::is_initialized() || oxmpi::universe().is_some());
+/// ```
+pub fn is_initialized() -> bool {
+    CURRENT
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .is_some_and(|w| w.strong_count() > 0)
+}
+
+/// `MPI_Finalized`: whether MPI has been finalized.
+///
+/// ```
+/// let _ = oxmpi::is_finalized();
+/// ```
+pub fn is_finalized() -> bool {
+    *ENDED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A handle on the application's universe, for a library that did not
+/// initialize MPI itself; `None` when MPI is not initialized. The handle is
+/// typed for a single thread (the most restrictive level), whatever the
+/// application asked for.
+///
+/// ```no_run
+/// fn library_call() -> Option<i32> {
+///     let u = oxmpi::universe()?;
+///     let r = u.world().rank();
+///     Some(r)
+/// }
+/// ```
+pub fn universe() -> Option<Universe<Threading::Single>> {
+    let cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+    let rt = cur.as_ref()?.upgrade()?;
+    Some(Universe {
+        rt,
+        _level: PhantomData,
+    })
+}
+
+impl<L: Level> Universe<L> {
+    /// `MPI_COMM_WORLD`: every rank of the job.
+    pub fn world(&self) -> Communicator<'_, L> {
+        Communicator::predefined(self, WORLD_CTX, (0..self.rt.size).collect(), self.rt.rank)
+    }
+
+    /// `MPI_COMM_SELF`: this rank alone.
+    pub fn self_(&self) -> Communicator<'_, L> {
+        Communicator::predefined(self, SELF_CTX, vec![self.rt.rank], 0)
+    }
+
+    /// The thread level this universe was initialized with
+    /// (`MPI_Query_thread`).
+    pub fn threading(&self) -> ThreadLevel {
+        self.rt.level
+    }
+
+    /// Whether the calling thread initialized MPI (`MPI_Is_thread_main`).
+    pub fn is_thread_main(&self) -> bool {
+        self.rt.is_main_thread()
+    }
+
+    /// `MPI_APPNUM`: which program of a multi-program launch this is.
+    pub fn appnum(&self) -> u32 {
+        self.rt.appnum
+    }
+
+    /// `MPI_UNIVERSE_SIZE`.
+    pub fn universe_size(&self) -> u32 {
+        self.rt.universe_size
+    }
+
+    /// World ranks that share this node (including this one).
+    pub fn local_ranks(&self) -> &[u32] {
+        &self.rt.local_ranks
+    }
+
+    /// The protocol counters of the point-to-point engine: which protocol
+    /// carried how many messages, bytes per peer.
+    pub fn counters(&self) -> oxmpi_pml::Counters {
+        self.rt.pml.with(|o| o.counters())
+    }
+
+    /// Names of the BTLs that carry messages to world rank `peer` (send
+    /// list, RDMA list).
+    pub fn peer_btls(&self, peer: u32) -> Option<(Vec<&'static str>, Vec<&'static str>)> {
+        self.rt.pml.with(|o| o.peer_btls(peer))
+    }
+
+    /// `MPI_Abort`: ends the whole job with `code`.
+    pub fn abort(&self, code: i32, msg: &str) -> ! {
+        self.rt.abort(code, msg)
+    }
+
+    /// `MPI_Finalize` now, reporting its error (dropping the last handle
+    /// finalizes too, but cannot report one). Other handles, if any, stay
+    /// valid and see MPI finalized.
+    pub fn finalize(self) -> Result<()> {
+        let r = self.rt.finalize();
+        *ENDED.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        r
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if !self.is_finalized() {
+            if let Err(e) = self.finalize() {
+                eprintln!("oxmpi: finalize: {e}");
+            }
+        }
+        *ENDED.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+}
