@@ -499,4 +499,11 @@ pub trait Btl {
     /// must drive (the progress engine polls only modules that do, and those
     /// that can receive).
     fn has_work(&self) -> bool;
+
+    /// Whether nothing this module accepted is still to be sent or
+    /// completed: what finalize waits for before closing. A module that can
+    /// merely receive (so [`Btl::has_work`] stays true) is drained.
+    fn is_drained(&self) -> bool {
+        !self.has_work()
+    }
 }

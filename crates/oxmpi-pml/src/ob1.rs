@@ -492,6 +492,43 @@ impl<B: ?Sized + Btl> Ob1<B> {
             }
             bml.push(eps);
         }
+        // Modules that no peer uses are closed, as Open MPI unloads them: an
+        // idle module would still be polled (for TCP, a system call).
+        let used: Vec<bool> = (0..btls.len())
+            .map(|i| {
+                bml.iter().any(|e: &PeerEps| {
+                    e.eager.is_some_and(|(b, _)| b == i)
+                        || e.send.iter().chain(&e.rdma).any(|&(b, _)| b == i)
+                })
+            })
+            .collect();
+        if used.iter().any(|u| !u) {
+            let mut remap = vec![usize::MAX; btls.len()];
+            let mut kept = Vec::with_capacity(btls.len());
+            for (i, b) in btls.into_iter().enumerate() {
+                if used[i] {
+                    remap[i] = kept.len();
+                    kept.push(b);
+                } else {
+                    tracing::debug!(btl = b.name(), "closed: no peer uses it");
+                }
+            }
+            btls = kept;
+            let fix = |l: &mut Vec<(usize, Endpoint)>| {
+                for (b, _) in l.iter_mut() {
+                    *b = remap[*b];
+                }
+            };
+            for e in &mut bml {
+                if let Some((b, _)) = &mut e.eager {
+                    *b = remap[*b];
+                }
+                fix(&mut e.send);
+                fix(&mut e.rdma);
+            }
+        }
+        let limits: Vec<Limits> = btls.iter().map(|b| *b.limits()).collect();
+        let caps: Vec<Caps> = btls.iter().map(|b| b.caps()).collect();
         let credits = vec![cfg.eager_credits; n];
         Ok(Ob1 {
             btls,
@@ -1679,12 +1716,12 @@ impl<B: ?Sized + Btl> Ob1<B> {
         self.st.dead.iter().any(Option::is_some)
     }
 
-    /// Whether some BTL still holds work (queued fragments, completions) or
-    /// operations wait for resources.
+    /// Whether some BTL still holds outgoing work (queued fragments,
+    /// completions) or operations wait for resources (finalize drains it).
     pub fn has_work(&self) -> bool {
         !self.st.actions.is_empty()
             || !self.st.pending.is_empty()
-            || self.btls.iter().any(|b| b.has_work())
+            || self.btls.iter().any(|b| !b.is_drained())
     }
 
     /// Closes every BTL (end of finalize): later operations fail with

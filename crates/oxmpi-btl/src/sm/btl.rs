@@ -1777,6 +1777,15 @@ impl Btl for SmBtl {
             || self.emu_dirty
             || self.ops.live > 0
     }
+
+    fn is_drained(&self) -> bool {
+        // Ring records are delivered once written; what remains is local.
+        self.completions.is_empty()
+            && self.lost_reports.is_empty()
+            && self.orphans.is_empty()
+            && !self.emu_dirty
+            && self.ops.live == 0
+    }
 }
 
 impl Drop for SmBtl {

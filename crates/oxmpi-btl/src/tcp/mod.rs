@@ -1933,4 +1933,12 @@ impl Btl for TcpBtl {
             || self.pending_hellos > 0
             || self.waiting > 0
     }
+
+    fn is_drained(&self) -> bool {
+        // Queued fragments must reach the kernel; an idle listener or a
+        // handshake in progress holds nothing of ours.
+        self.books.queued_frags == 0
+            && self.books.completions.is_empty()
+            && self.books.lost.is_empty()
+    }
 }
