@@ -131,14 +131,28 @@ impl<B: ?Sized + Btl> Pml<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Result<Status, PmlError> {
-        let id = self.with(|o| o.isend(buf, dst, tag, ctx, mode))?;
-        self.wait(id)
+        // One lock for the common case: an eager send is complete on return.
+        let id = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
+            let id = o.isend(buf, dst, tag, ctx, mode)?;
+            Ok(o.test(id)?.ok_or(id))
+        })?;
+        match id {
+            Ok(st) => Ok(st),
+            Err(id) => self.wait(id),
+        }
     }
 
     /// `MPI_Recv`.
     pub fn recv(&self, buf: Buffer, src: Source, tag: Tag, ctx: u16) -> Result<Status, PmlError> {
-        let id = self.with(|o| o.irecv(buf, src, tag, ctx))?;
-        self.wait(id)
+        // One lock when the message is already here (unexpected).
+        let id = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
+            let id = o.irecv(buf, src, tag, ctx)?;
+            Ok(o.test(id)?.ok_or(id))
+        })?;
+        match id {
+            Ok(st) => Ok(st),
+            Err(id) => self.wait(id),
+        }
     }
 
     /// `MPI_Probe`.

@@ -247,8 +247,10 @@ struct RecvReq {
 
 #[derive(Debug)]
 enum Kind {
-    Send(Box<SendReq>),
-    Recv(Box<RecvReq>),
+    // Inline, not boxed: the slab's slots are reused, so a request costs no
+    // allocation once the slab is warm.
+    Send(SendReq),
+    Recv(RecvReq),
 }
 
 #[derive(Debug)]
@@ -757,7 +759,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             user_freed: false,
             persistent,
             active: false,
-            kind: Kind::Send(Box::new(s)),
+            kind: Kind::Send(s),
         });
         Ok(ReqId(r))
     }
@@ -809,7 +811,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             user_freed: false,
             persistent,
             active: false,
-            kind: Kind::Recv(Box::new(RecvReq {
+            kind: Kind::Recv(RecvReq {
                 ctx,
                 src,
                 tag,
@@ -823,7 +825,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 reg: None,
                 rkey: None,
                 rflags: RndvFlags(0),
-            })),
+            }),
         });
         Ok(ReqId(r))
     }
@@ -2316,7 +2318,7 @@ impl State {
             user_freed: false,
             persistent: false,
             active: true,
-            kind: Kind::Send(Box::new(inner)),
+            kind: Kind::Send(inner),
         });
         self.complete(r);
         self.actions.push_back(Action::Start(ir));
