@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs oxmpi's OSU-style benchmark (examples/osu.rs) and the anchor C programs
+# (../shared/anchors/bench, built for Open MPI 5 and MPICH 5 from PyPI under
+# $ANCHOR_DIR, see ../shared/anchors/README.md) interleaved, A B C A B C, with
+# 2 ranks pinned to cores 0 and 1, and prints every CSV line
+# (impl,transport,test,size,value,unit) to stdout. Medians: pipe into
+# scripts/median.py.
+#
+#   REPS=3 TESTS="latency msgrate" scripts/compare-anchors.sh > runs.csv
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ANCHOR_DIR="${ANCHOR_DIR:-/tmp/anchors}"
+REPS="${REPS:-3}"
+TESTS="${TESTS:-latency latency_anysrc bw msgrate}"
+IMPLS="${IMPLS:-oxmpi ompi5 mpich5}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 BENCH_TRANSPORT=shm
+for rep in $(seq 1 "$REPS"); do
+    for t in $TESTS; do
+        for impl in $IMPLS; do
+            case $impl in
+            oxmpi) BENCH_IMPL=oxmpi ./target/release/oxmpirun -n 2 --bind-to core \
+                       ./target/release/examples/osu "$t" ;;
+            ompi5) BENCH_IMPL=ompi5 "$ANCHOR_DIR/venv-ompi5/bin/mpirun" -np 2 --bind-to core \
+                       --map-by core "$ANCHOR_DIR/build/ompi5/$t" ;;
+            mpich5) BENCH_IMPL=mpich5 "$ANCHOR_DIR/venv-mpich5/bin/mpiexec" -n 2 -bind-to core \
+                       "$ANCHOR_DIR/build/mpich5/$t" ;;
+            esac
+        done
+    done
+done
