@@ -9,8 +9,9 @@
 
 use std::sync::Arc;
 
+use oxmpi_btl::mem::MemRegion;
 use oxmpi_match::{Source as MSource, Tag as MTag};
-use oxmpi_pml::{Buffer as PBuffer, SendMode};
+use oxmpi_pml::{Buffer as PBuffer, ReqId, SendMode};
 
 use crate::buffer::{Buffer, BufferMut};
 use crate::collective;
@@ -474,7 +475,7 @@ impl Drop for Message<'_> {
             if let Ok(id) = self
                 .rt
                 .pml
-                .with(|o| o.imrecv(PBuffer::Contig(oxmpi_btl::mem::MemRegion::EMPTY), m))
+                .with(|o| o.imrecv(PBuffer::Contig(MemRegion::EMPTY), m))
             {
                 let _ = self.rt.pml.wait(id);
             }
@@ -735,6 +736,23 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         self.send_mode(buf, tag, SendMode::Ready)
     }
 
+    /// Starts a send of `region` (`MPI_Isend` in `mode`); to `PROC_NULL` it
+    /// is a request that completes at once with an empty status.
+    fn start_isend(&self, region: MemRegion, tag: i32, mode: SendMode) -> Result<ReqId> {
+        check_tag(tag)?;
+        let dst = self.dest()?;
+        let ctx = self.comm.ctx;
+        Ok(self.comm.rt().pml.with(|o| match dst {
+            Some(d) => o.isend(PBuffer::Contig(region), d, tag, ctx, mode),
+            None => o.irecv(
+                PBuffer::Contig(MemRegion::EMPTY),
+                MSource::ProcNull,
+                MTag::Any,
+                ctx,
+            ),
+        })?)
+    }
+
     fn immediate_mode<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -745,23 +763,8 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     where
         'u: 'a,
     {
-        check_tag(tag)?;
-        let rt = self.comm.rt();
-        let region = match self.dest()? {
-            Some(_) => buf.region(),
-            None => oxmpi_btl::mem::MemRegion::EMPTY,
-        };
-        let dst = self.dest()?;
-        let id = rt.pml.with(|o| match dst {
-            Some(d) => o.isend(PBuffer::Contig(region), d, tag, self.comm.ctx, mode),
-            None => o.irecv(
-                PBuffer::Contig(region),
-                MSource::ProcNull,
-                MTag::Any,
-                self.comm.ctx,
-            ),
-        })?;
-        Ok(scope.register(rt, id))
+        let id = self.start_isend(buf.region(), tag, mode)?;
+        Ok(scope.register(self.comm.rt(), id))
     }
 
     /// `MPI_Isend` with tag 0, in `scope`.
@@ -816,28 +819,8 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         buf: Vec<T>,
         tag: i32,
     ) -> Result<OwnedRequest<'u, Vec<T>, L>> {
-        check_tag(tag)?;
-        let rt = self.comm.rt();
-        let id = match self.dest()? {
-            Some(d) => rt.pml.with(|o| {
-                o.isend(
-                    PBuffer::Contig(buf.region()),
-                    d,
-                    tag,
-                    self.comm.ctx,
-                    SendMode::Standard,
-                )
-            })?,
-            None => rt.pml.with(|o| {
-                o.irecv(
-                    PBuffer::Contig(oxmpi_btl::mem::MemRegion::EMPTY),
-                    MSource::ProcNull,
-                    MTag::Any,
-                    self.comm.ctx,
-                )
-            })?,
-        };
-        Ok(OwnedRequest::new(rt, id, buf))
+        let id = self.start_isend(buf.region(), tag, SendMode::Standard)?;
+        Ok(OwnedRequest::new(self.comm.rt(), id, buf))
     }
 }
 
