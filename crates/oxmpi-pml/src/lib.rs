@@ -95,31 +95,53 @@ impl<B: ?Sized + Btl> Pml<B> {
         })
     }
 
-    /// `MPI_Waitany`: index and status of one completed request; `None`
-    /// when every entry is `None` (all inactive).
-    pub fn wait_any(&self, ids: &mut [Option<ReqId>]) -> Result<Option<(usize, Status)>, PmlError> {
-        if ids.iter().all(Option::is_none) {
-            return Ok(None);
-        }
-        let (i, st) = self.wait_until(|o| {
-            for (i, id) in ids.iter().enumerate() {
-                if let Some(id) = id {
-                    match o.test(*id) {
-                        Ok(Some(s)) => return Some(Ok((i, s))),
-                        Ok(None) => {}
-                        Err(e) => return Some(Err(e)),
-                    }
-                }
-            }
-            None
-        })?;
-        ids[i] = None;
-        Ok(Some((i, st)))
+    /// `MPI_Test` after one progress pass: the status once complete (a
+    /// non-persistent request is then freed).
+    pub fn test(&self, id: ReqId) -> Result<Option<Status>, PmlError> {
+        self.with(|o| {
+            o.progress();
+            o.test(id)
+        })
     }
 
-    /// `MPI_Waitall`: statuses in order; every request is consumed.
-    pub fn wait_all(&self, ids: &[ReqId]) -> Result<Vec<Status>, PmlError> {
+    /// `MPI_Waitany`: the index of one completed request of `ids` and its
+    /// outcome (that entry becomes `None`); `None` when every entry is
+    /// `None` (all inactive).
+    pub fn wait_any(&self, ids: &mut [Option<ReqId>]) -> Option<(usize, Result<Status, PmlError>)> {
+        if ids.iter().all(Option::is_none) {
+            return None;
+        }
+        let (i, r) = self.wait_until(|o| {
+            ids.iter().enumerate().find_map(|(i, id)| {
+                let r = o.test((*id)?).transpose()?;
+                Some((i, r))
+            })
+        });
+        ids[i] = None;
+        Some((i, r))
+    }
+
+    /// `MPI_Waitall`: every request completes (even after one failed),
+    /// outcomes in order.
+    pub fn wait_all(&self, ids: &[ReqId]) -> Vec<Result<Status, PmlError>> {
         ids.iter().map(|&id| self.wait(id)).collect()
+    }
+
+    /// Starts a request with `start` and tests it under the same lock (an
+    /// eager send, or a receive whose message already arrived, is complete
+    /// at once); waits for it otherwise.
+    fn start_then_wait(
+        &self,
+        start: impl FnOnce(&mut Ob1<B>) -> Result<ReqId, PmlError>,
+    ) -> Result<Status, PmlError> {
+        let id = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
+            let id = start(o)?;
+            Ok(o.test(id)?.ok_or(id))
+        })?;
+        match id {
+            Ok(st) => Ok(st),
+            Err(id) => self.wait(id),
+        }
     }
 
     /// `MPI_Send` and its modes: blocking send of a contiguous region.
@@ -131,28 +153,12 @@ impl<B: ?Sized + Btl> Pml<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Result<Status, PmlError> {
-        // One lock for the common case: an eager send is complete on return.
-        let id = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
-            let id = o.isend(buf, dst, tag, ctx, mode)?;
-            Ok(o.test(id)?.ok_or(id))
-        })?;
-        match id {
-            Ok(st) => Ok(st),
-            Err(id) => self.wait(id),
-        }
+        self.start_then_wait(|o| o.isend(buf, dst, tag, ctx, mode))
     }
 
     /// `MPI_Recv`.
     pub fn recv(&self, buf: Buffer, src: Source, tag: Tag, ctx: u16) -> Result<Status, PmlError> {
-        // One lock when the message is already here (unexpected).
-        let id = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
-            let id = o.irecv(buf, src, tag, ctx)?;
-            Ok(o.test(id)?.ok_or(id))
-        })?;
-        match id {
-            Ok(st) => Ok(st),
-            Err(id) => self.wait(id),
-        }
+        self.start_then_wait(|o| o.irecv(buf, src, tag, ctx))
     }
 
     /// `MPI_Probe`.

@@ -1616,7 +1616,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         self.progress();
         match self.st.engine.iprobe(u32::from(ctx), src, tag) {
             Ok(None) => Ok(None),
-            Ok(Some(ProbeOutcome::ProcNull)) => Ok(Some(proc_null_status())),
+            Ok(Some(ProbeOutcome::ProcNull)) => Ok(Some(Status::proc_null())),
             Ok(Some(ProbeOutcome::Found(info))) => Ok(Some(Status {
                 source: info.envelope.source as i32,
                 tag: info.envelope.tag,
@@ -1726,8 +1726,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
             || self.btls.iter().any(|b| !b.is_drained())
     }
 
-    /// Closes every BTL (end of finalize): later operations fail with
-    /// `MPI_ERR_OTHER` instead of touching a transport.
+    /// Closes every BTL (end of finalize): every peer then counts as lost,
+    /// so later operations fail instead of touching a transport.
     pub fn close(&mut self) {
         self.btls.clear();
         for eps in &mut self.st.bml {
@@ -1809,13 +1809,16 @@ fn send_frag<B: ?Sized + Btl>(
     }
 }
 
-fn proc_null_status() -> Status {
-    Status {
-        source: PROC_NULL_STATUS,
-        tag: ANY_TAG_STATUS,
-        bytes: 0,
-        error: None,
-        cancelled: false,
+impl Status {
+    /// The empty status of an operation on `MPI_PROC_NULL`.
+    pub fn proc_null() -> Status {
+        Status {
+            source: PROC_NULL_STATUS,
+            tag: ANY_TAG_STATUS,
+            bytes: 0,
+            error: None,
+            cancelled: false,
+        }
     }
 }
 
@@ -2015,7 +2018,7 @@ impl State {
             Ok(PostOutcome::Matched(m)) => self.matched(r, m.msg, m.envelope, None),
             Ok(PostOutcome::ProcNull { .. }) => {
                 if let Some(q) = self.reqs.get_mut(r) {
-                    q.status = proc_null_status();
+                    q.status = Status::proc_null();
                 }
                 self.complete(r);
             }

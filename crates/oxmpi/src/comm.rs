@@ -439,11 +439,7 @@ impl Message<'_> {
     pub fn matched_receive_into<B: BufferMut + ?Sized>(mut self, buf: &mut B) -> Result<Status> {
         let region = buf.region_mut();
         match self.msg.take() {
-            None => Ok(Status::from_pml(oxmpi_pml::Status {
-                source: oxmpi_pml::ob1::PROC_NULL_STATUS,
-                tag: oxmpi_pml::ob1::ANY_TAG_STATUS,
-                ..Default::default()
-            })),
+            None => Ok(message_status(None)),
             Some(m) => {
                 let id = self.rt.pml.with(|o| o.imrecv(PBuffer::Contig(region), m))?;
                 status_result(self.rt.pml.wait(id))
@@ -653,11 +649,7 @@ fn message_status(m: Option<&oxmpi_pml::Message>) -> Status {
             error: None,
             cancelled: false,
         },
-        None => oxmpi_pml::Status {
-            source: oxmpi_pml::ob1::PROC_NULL_STATUS,
-            tag: oxmpi_pml::ob1::ANY_TAG_STATUS,
-            ..Default::default()
-        },
+        None => oxmpi_pml::Status::proc_null(),
     })
 }
 

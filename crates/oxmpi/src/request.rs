@@ -148,18 +148,12 @@ impl Request<'_, '_> {
     /// `MPI_Test`: the status if it completed, else the request back.
     pub fn test(mut self) -> std::result::Result<Result<Status>, Self> {
         let id = self.id.expect("a live request has an id");
-        match self.rt.pml.with(|o| {
-            o.progress();
-            o.test(id)
-        }) {
-            Ok(None) => Err(self),
-            Ok(Some(s)) => {
+        let r = self.rt.pml.test(id).transpose();
+        match r {
+            None => Err(self),
+            Some(r) => {
                 self.done();
-                Ok(status_result(Ok(s)))
-            }
-            Err(e) => {
-                self.done();
-                Ok(Err(e.into()))
+                Ok(status_result(r))
             }
         }
     }
@@ -204,22 +198,14 @@ pub(crate) fn status_result(
 
 /// `MPI_Waitall` over scoped requests: every status in order, or the first
 /// error (after every request completed).
-pub fn wait_all(reqs: Vec<Request<'_, '_>>) -> Result<Vec<Status>> {
-    let mut out = Vec::with_capacity(reqs.len());
-    let mut first_err = None;
-    for r in reqs {
-        match r.wait() {
-            Ok(s) => out.push(s),
-            Err(e) => {
-                first_err.get_or_insert(e);
-                out.push(Status::default());
-            }
-        }
-    }
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(out),
-    }
+pub fn wait_all(mut reqs: Vec<Request<'_, '_>>) -> Result<Vec<Status>> {
+    let Some(rt) = reqs.first().map(|r| r.rt) else {
+        return Ok(Vec::new());
+    };
+    let ids: Vec<ReqId> = reqs.iter().map(|r| r.id.expect("live")).collect();
+    let results = rt.pml.wait_all(&ids);
+    reqs.iter_mut().for_each(Request::done);
+    results.into_iter().map(status_result).collect()
 }
 
 /// `MPI_Waitany`: waits for one request of `reqs` to complete, removes it,
@@ -229,17 +215,8 @@ pub fn wait_any(reqs: &mut Vec<Request<'_, '_>>) -> Option<(usize, Result<Status
         return None;
     }
     let rt = reqs[0].rt;
-    let ids: Vec<ReqId> = reqs.iter().map(|r| r.id.expect("live")).collect();
-    let (i, r) = rt.pml.wait_until(|o| {
-        for (i, id) in ids.iter().enumerate() {
-            match o.test(*id) {
-                Ok(None) => {}
-                Ok(Some(s)) => return Some((i, Ok(s))),
-                Err(e) => return Some((i, Err(e))),
-            }
-        }
-        None
-    });
+    let mut ids: Vec<Option<ReqId>> = reqs.iter().map(|r| r.id).collect();
+    let (i, r) = rt.pml.wait_any(&mut ids)?;
     let mut req = reqs.remove(i);
     req.done();
     Some((i, status_result(r)))
@@ -299,15 +276,12 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     /// `MPI_Test`: `Ok` with the buffer and status once complete.
     pub fn test(mut self) -> std::result::Result<(B, Result<Status>), Self> {
         let id = self.id.expect("live");
-        match self.rt.pml.with(|o| {
-            o.progress();
-            o.test(id)
-        }) {
-            Ok(None) => Err(self),
-            r => {
+        match self.rt.pml.test(id).transpose() {
+            None => Err(self),
+            Some(r) => {
                 self.id = None;
-                let r = r.map(|s| s.expect("some"));
-                (self.buf.take().map(|b| (b, status_result(r)))).ok_or(self)
+                let b = self.buf.take().expect("live");
+                Ok((b, status_result(r)))
             }
         }
     }
