@@ -121,6 +121,53 @@ impl<B: ?Sized + Btl> Pml<B> {
         Some((i, r))
     }
 
+    /// `MPI_Waitsome`: waits until at least one of `ids` has completed,
+    /// then returns every completed one (index and outcome; those entries
+    /// become `None`). Empty when every entry is `None`.
+    pub fn wait_some(&self, ids: &mut [Option<ReqId>]) -> Vec<(usize, Result<Status, PmlError>)> {
+        if ids.iter().all(Option::is_none) {
+            return Vec::new();
+        }
+        let done = self.wait_until(|o| {
+            let v = take_done(o, ids);
+            (!v.is_empty()).then_some(v)
+        });
+        for (i, _) in &done {
+            ids[*i] = None;
+        }
+        done
+    }
+
+    /// `MPI_Testsome`: after one progress pass, every completed request of
+    /// `ids` (index and outcome; those entries become `None`).
+    pub fn test_some(&self, ids: &mut [Option<ReqId>]) -> Vec<(usize, Result<Status, PmlError>)> {
+        let done = self.with(|o| {
+            o.progress();
+            take_done(o, ids)
+        });
+        for (i, _) in &done {
+            ids[*i] = None;
+        }
+        done
+    }
+
+    /// `MPI_Testall`: after one progress pass, the outcomes of all of `ids`
+    /// if every one has completed (they are then consumed), else `None`
+    /// and nothing is consumed.
+    pub fn test_all(&self, ids: &[ReqId]) -> Option<Vec<Result<Status, PmlError>>> {
+        self.with(|o| {
+            o.progress();
+            if !ids.iter().all(|&id| o.is_complete(id).unwrap_or(true)) {
+                return None;
+            }
+            Some(
+                ids.iter()
+                    .map(|&id| o.test(id).map(|s| s.unwrap_or_default()))
+                    .collect(),
+            )
+        })
+    }
+
     /// `MPI_Waitall`: every request completes (even after one failed),
     /// outcomes in order.
     pub fn wait_all(&self, ids: &[ReqId]) -> Vec<Result<Status, PmlError>> {
@@ -185,4 +232,16 @@ impl<B: ?Sized + Btl> Pml<B> {
         self.wait_until(|o| (!o.buffer_busy()).then_some(()));
         self.with(|o| o.buffer_detach())
     }
+}
+
+/// Consumes and returns every completed request of `ids` (index and
+/// outcome), leaving `ids` unchanged.
+fn take_done<B: ?Sized + Btl>(
+    o: &mut Ob1<B>,
+    ids: &[Option<ReqId>],
+) -> Vec<(usize, Result<Status, PmlError>)> {
+    ids.iter()
+        .enumerate()
+        .filter_map(|(i, id)| Some((i, o.test((*id)?).transpose()?)))
+        .collect()
 }

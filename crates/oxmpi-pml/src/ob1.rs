@@ -48,10 +48,10 @@ use crate::hdr::{
     Hdr, HdrType, MatchHdr, ReqRef, RndvFlags, RndvHdr, FRAG_LEN, MATCH_LEN, MAX_LEN, RNDV_LEN,
 };
 
-/// `MPI_ANY_TAG` as a status reports it.
-pub const ANY_TAG_STATUS: i32 = -1;
-/// `MPI_PROC_NULL` as a status reports it.
-pub const PROC_NULL_STATUS: i32 = -2;
+/// `MPI_ANY_TAG` as a status reports it (the standard ABI value).
+pub const ANY_TAG_STATUS: i32 = -2;
+/// `MPI_PROC_NULL` as a status reports it (the standard ABI value).
+pub const PROC_NULL_STATUS: i32 = -3;
 
 /// MPI send modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

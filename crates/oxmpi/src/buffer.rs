@@ -1,26 +1,30 @@
-//! Typed user memory as the PML's byte regions: the one place of this crate
+//! Typed user memory as the PML's buffers: the one place of this crate
 //! that turns references into [`MemRegion`]s (an `unsafe` promise).
 //!
 //! [`Buffer`] is implemented for `T`, `[T]` and `Vec<T>` when
-//! `T: Equivalence` (arrays are `Equivalence` themselves); [`BufferMut`] for the same, for receives. Both are
-//! contiguous, so they take the PML's zero-copy protocols.
+//! `T: Equivalence` (arrays are `Equivalence` themselves), and for
+//! [`View`](crate::View); [`BufferMut`] for the same and
+//! [`MutView`](crate::MutView), for receives. Dense element types are
+//! contiguous and take the PML's zero-copy protocols; others are packed by
+//! the convertor.
 #![allow(unsafe_code)]
 
 use oxmpi_btl::mem::MemRegion;
+use oxmpi_pml::Buffer as PBuffer;
 
-use crate::datatype::Equivalence;
+use crate::datatype::{slice_buffer, Equivalence};
+use crate::error::Result;
 
 /// Memory a send reads.
 ///
 /// # Safety
-/// `region` must cover exactly the bytes of `self` (in place, readable for
-/// as long as `self` is borrowed), and every byte of it must be
-/// initialized.
+/// The buffer [`pml_buffer`](Buffer::pml_buffer) returns must cover only
+/// bytes of `self` (readable for as long as `self` is borrowed), and every
+/// byte it reads must be initialized.
 pub unsafe trait Buffer {
-    /// The element type.
-    type Item: Equivalence;
-    /// The bytes.
-    fn region(&self) -> MemRegion;
+    /// The message as the PML sees it (internal).
+    #[doc(hidden)]
+    fn pml_buffer(&self) -> Result<PBuffer>;
     /// Number of elements.
     fn count(&self) -> usize;
 }
@@ -28,28 +32,29 @@ pub unsafe trait Buffer {
 /// Memory a receive writes.
 ///
 /// # Safety
-/// `region_mut` must cover exactly the bytes of `self`, writable for as long
-/// as `self` is mutably borrowed, and any bytes written there must leave
-/// `self` valid (guaranteed by `Equivalence`'s contract).
+/// The buffer [`pml_buffer_mut`](BufferMut::pml_buffer_mut) returns must
+/// cover only bytes of `self`, writable for as long as `self` is mutably
+/// borrowed, and any bytes written there must leave `self` valid
+/// (guaranteed by `Equivalence`'s contract).
 pub unsafe trait BufferMut {
-    /// The element type.
-    type Item: Equivalence;
-    /// The bytes.
-    fn region_mut(&mut self) -> MemRegion;
+    /// The message as the PML sees it (internal).
+    #[doc(hidden)]
+    fn pml_buffer_mut(&mut self) -> Result<PBuffer>;
     /// Number of elements.
     fn count(&self) -> usize;
 }
 
-fn slice_region<T: Equivalence>(s: &[T]) -> MemRegion {
+pub(crate) fn slice_region<T: Equivalence>(s: &[T]) -> MemRegion {
     // SAFETY: the slice is valid for reads of size_of_val(s) bytes for as
-    // long as it is borrowed, and Equivalence types have no padding (their
-    // contract), so every byte is initialized. The caller keeps the borrow
+    // long as it is borrowed. Only initialized bytes are read through the
+    // region: all of them for dense types (no padding), only the data runs
+    // of the datatype otherwise (the convertor reads by run). The caller keeps the borrow
     // alive for as long as the region is used (blocking calls return before
     // it ends; requests hold it).
     unsafe { MemRegion::new(s.as_ptr().cast(), std::mem::size_of_val(s)) }
 }
 
-fn slice_region_mut<T: Equivalence>(s: &mut [T]) -> MemRegion {
+pub(crate) fn slice_region_mut<T: Equivalence>(s: &mut [T]) -> MemRegion {
     // SAFETY: as above, and the exclusive borrow means nothing else reads or
     // writes these bytes while the region is in use; any byte pattern is a
     // valid T (Equivalence's contract).
@@ -63,9 +68,8 @@ fn slice_region_mut<T: Equivalence>(s: &mut [T]) -> MemRegion {
 
 // SAFETY: one value, in place.
 unsafe impl<T: Equivalence> Buffer for T {
-    type Item = T;
-    fn region(&self) -> MemRegion {
-        slice_region(std::slice::from_ref(self))
+    fn pml_buffer(&self) -> Result<PBuffer> {
+        slice_buffer::<T>(slice_region(std::slice::from_ref(self)), 1)
     }
     fn count(&self) -> usize {
         1
@@ -74,9 +78,8 @@ unsafe impl<T: Equivalence> Buffer for T {
 
 // SAFETY: the slice's bytes.
 unsafe impl<T: Equivalence> Buffer for [T] {
-    type Item = T;
-    fn region(&self) -> MemRegion {
-        slice_region(self)
+    fn pml_buffer(&self) -> Result<PBuffer> {
+        slice_buffer::<T>(slice_region(self), self.len())
     }
     fn count(&self) -> usize {
         self.len()
@@ -85,9 +88,8 @@ unsafe impl<T: Equivalence> Buffer for [T] {
 
 // SAFETY: the vector's elements (not its spare capacity).
 unsafe impl<T: Equivalence> Buffer for Vec<T> {
-    type Item = T;
-    fn region(&self) -> MemRegion {
-        slice_region(self)
+    fn pml_buffer(&self) -> Result<PBuffer> {
+        slice_buffer::<T>(slice_region(self), self.len())
     }
     fn count(&self) -> usize {
         self.len()
@@ -96,9 +98,8 @@ unsafe impl<T: Equivalence> Buffer for Vec<T> {
 
 // SAFETY: one value, in place.
 unsafe impl<T: Equivalence> BufferMut for T {
-    type Item = T;
-    fn region_mut(&mut self) -> MemRegion {
-        slice_region_mut(std::slice::from_mut(self))
+    fn pml_buffer_mut(&mut self) -> Result<PBuffer> {
+        slice_buffer::<T>(slice_region_mut(std::slice::from_mut(self)), 1)
     }
     fn count(&self) -> usize {
         1
@@ -107,9 +108,9 @@ unsafe impl<T: Equivalence> BufferMut for T {
 
 // SAFETY: the slice's bytes.
 unsafe impl<T: Equivalence> BufferMut for [T] {
-    type Item = T;
-    fn region_mut(&mut self) -> MemRegion {
-        slice_region_mut(self)
+    fn pml_buffer_mut(&mut self) -> Result<PBuffer> {
+        let n = self.len();
+        slice_buffer::<T>(slice_region_mut(self), n)
     }
     fn count(&self) -> usize {
         self.len()
@@ -118,9 +119,9 @@ unsafe impl<T: Equivalence> BufferMut for [T] {
 
 // SAFETY: the vector's elements (not its spare capacity).
 unsafe impl<T: Equivalence> BufferMut for Vec<T> {
-    type Item = T;
-    fn region_mut(&mut self) -> MemRegion {
-        slice_region_mut(self)
+    fn pml_buffer_mut(&mut self) -> Result<PBuffer> {
+        let n = self.len();
+        slice_buffer::<T>(slice_region_mut(self), n)
     }
     fn count(&self) -> usize {
         self.len()

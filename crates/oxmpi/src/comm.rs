@@ -17,7 +17,7 @@ use crate::buffer::{Buffer, BufferMut};
 use crate::collective;
 use crate::datatype::Equivalence;
 use crate::error::{Error, ErrorClass, Result};
-use crate::request::{status_result, OwnedRequest, Request, Scope};
+use crate::request::{status_result, OwnedRequest, PersistentRequest, Request, Scope};
 use crate::runtime::Runtime;
 use crate::status::Status;
 use crate::universe::Threading::Level;
@@ -50,7 +50,7 @@ impl TagSpec for AnyTag {
     }
 }
 
-fn check_tag(tag: i32) -> Result<()> {
+pub(crate) fn check_tag(tag: i32) -> Result<()> {
     if tag < 0 {
         return Err(Error::new(
             ErrorClass::Tag,
@@ -162,7 +162,7 @@ impl Group {
 /// context. Freed (`MPI_Comm_free`) when dropped, unless predefined.
 pub struct Communicator<'u, L: Level = Threading::Single> {
     u: &'u Universe<L>,
-    ctx: u16,
+    pub(crate) ctx: u16,
     ranks: Arc<[u32]>,
     rank: u32,
     owned: bool,
@@ -200,7 +200,7 @@ impl<'u, L: Level> Communicator<'u, L> {
         }
     }
 
-    fn rt(&self) -> &'u Runtime {
+    pub(crate) fn rt(&self) -> &'u Runtime {
         &self.u.rt
     }
 
@@ -381,7 +381,7 @@ impl<'u, L: Level> Communicator<'u, L> {
 /// The `rank` given for `MPI_PROC_NULL`.
 pub const PROC_NULL: i32 = -3;
 
-fn source_of(rank: i32, size: i32) -> Result<MSource> {
+pub(crate) fn source_of(rank: i32, size: i32) -> Result<MSource> {
     if rank == PROC_NULL {
         return Ok(MSource::ProcNull);
     }
@@ -397,8 +397,8 @@ fn source_of(rank: i32, size: i32) -> Result<MSource> {
 /// One process of a communicator: the destination of sends, the source of
 /// receives.
 pub struct Process<'c, 'u, L: Level = Threading::Single> {
-    comm: &'c Communicator<'u, L>,
-    rank: i32,
+    pub(crate) comm: &'c Communicator<'u, L>,
+    pub(crate) rank: i32,
 }
 
 impl<L: Level> std::fmt::Debug for Process<'_, '_, L> {
@@ -437,11 +437,11 @@ impl std::fmt::Debug for Message<'_> {
 impl Message<'_> {
     /// `MPI_Mrecv` into `buf`.
     pub fn matched_receive_into<B: BufferMut + ?Sized>(mut self, buf: &mut B) -> Result<Status> {
-        let region = buf.region_mut();
+        let pb = buf.pml_buffer_mut()?;
         match self.msg.take() {
             None => Ok(message_status(None)),
             Some(m) => {
-                let id = self.rt.pml.with(|o| o.imrecv(PBuffer::Contig(region), m))?;
+                let id = self.rt.pml.with(|o| o.imrecv(pb, m))?;
                 status_result(self.rt.pml.wait(id))
             }
         }
@@ -450,7 +450,7 @@ impl Message<'_> {
     /// `MPI_Mrecv` into a new vector of the message's length.
     pub fn matched_receive_vec<T: Equivalence + Default>(self) -> Result<(Vec<T>, Status)> {
         let len = self.msg.as_ref().map_or(0, |m| m.len());
-        let sz = std::mem::size_of::<T>().max(1);
+        let sz = crate::datatype::packed_size_of::<T>().max(1);
         if len % sz != 0 {
             return Err(Error::new(
                 ErrorClass::Truncate,
@@ -479,7 +479,7 @@ impl Drop for Message<'_> {
     }
 }
 
-mod sealed {
+pub(crate) mod sealed {
     use super::*;
 
     /// What [`Source`] needs of its implementors (sealed: only this
@@ -508,10 +508,7 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
         let (rt, ctx) = self.rt_ctx();
         let src = self.match_source()?;
         let tag = tag.to_match()?;
-        status_result(
-            rt.pml
-                .recv(PBuffer::Contig(buf.region_mut()), src, tag, ctx),
-        )
+        status_result(rt.pml.recv(buf.pml_buffer_mut()?, src, tag, ctx))
     }
 
     /// `MPI_Recv` of one value.
@@ -618,10 +615,28 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
         let (rt, ctx) = self.rt_ctx();
         let src = self.match_source()?;
         let tag = tag.to_match()?;
-        let id = rt
-            .pml
-            .with(|o| o.irecv(PBuffer::Contig(buf.region_mut()), src, tag, ctx))?;
+        let pb = buf.pml_buffer_mut()?;
+        let id = rt.pml.with(|o| o.irecv(pb, src, tag, ctx))?;
         Ok(scope.register(rt, id))
+    }
+
+    /// `MPI_Recv_init`: a persistent receive into `buf` with `tag`, in
+    /// `scope` (see [`PersistentRequest`]).
+    fn receive_init<'a, 's, B: BufferMut + ?Sized>(
+        &self,
+        scope: &'s Scope<'a>,
+        buf: &'a mut B,
+        tag: impl TagSpec,
+    ) -> Result<PersistentRequest<'a, 's>>
+    where
+        'u: 'a,
+    {
+        let (rt, ctx) = self.rt_ctx();
+        let src = self.match_source()?;
+        let tag = tag.to_match()?;
+        let pb = buf.pml_buffer_mut()?;
+        let id = rt.pml.with(|o| o.recv_init(pb, src, tag, ctx))?;
+        Ok(scope.register_persistent(rt, id))
     }
 
     /// `MPI_Irecv` into an owned vector, given back by `wait`.
@@ -633,9 +648,8 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
         let (rt, ctx) = self.rt_ctx();
         let src = self.match_source()?;
         let tag = tag.to_match()?;
-        let id = rt
-            .pml
-            .with(|o| o.irecv(PBuffer::Contig(buf.region_mut()), src, tag, ctx))?;
+        let pb = buf.pml_buffer_mut()?;
+        let id = rt.pml.with(|o| o.irecv(pb, src, tag, ctx))?;
         Ok(OwnedRequest::new(rt, id, buf))
     }
 }
@@ -682,7 +696,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// Checked destination; `None` for `PROC_NULL`.
-    fn dest(&self) -> Result<Option<u32>> {
+    pub(crate) fn dest(&self) -> Result<Option<u32>> {
         match source_of(self.rank, self.comm.size())? {
             MSource::Rank(r) => Ok(Some(r)),
             _ => Ok(None),
@@ -697,7 +711,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         let rt = self.comm.rt();
         status_result(
             rt.pml
-                .send(PBuffer::Contig(buf.region()), dst, tag, self.comm.ctx, mode),
+                .send(buf.pml_buffer()?, dst, tag, self.comm.ctx, mode),
         )
         .map(|_| ())
     }
@@ -730,12 +744,12 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
 
     /// Starts a send of `region` (`MPI_Isend` in `mode`); to `PROC_NULL` it
     /// is a request that completes at once with an empty status.
-    fn start_isend(&self, region: MemRegion, tag: i32, mode: SendMode) -> Result<ReqId> {
+    pub(crate) fn start_isend(&self, buf: PBuffer, tag: i32, mode: SendMode) -> Result<ReqId> {
         check_tag(tag)?;
         let dst = self.dest()?;
         let ctx = self.comm.ctx;
         Ok(self.comm.rt().pml.with(|o| match dst {
-            Some(d) => o.isend(PBuffer::Contig(region), d, tag, ctx, mode),
+            Some(d) => o.isend(buf, d, tag, ctx, mode),
             None => o.irecv(
                 PBuffer::Contig(MemRegion::EMPTY),
                 MSource::ProcNull,
@@ -755,7 +769,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     where
         'u: 'a,
     {
-        let id = self.start_isend(buf.region(), tag, mode)?;
+        let id = self.start_isend(buf.pml_buffer()?, tag, mode)?;
         Ok(scope.register(self.comm.rt(), id))
     }
 
@@ -811,7 +825,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         buf: Vec<T>,
         tag: i32,
     ) -> Result<OwnedRequest<'u, Vec<T>, L>> {
-        let id = self.start_isend(buf.region(), tag, SendMode::Standard)?;
+        let id = self.start_isend(buf.pml_buffer()?, tag, SendMode::Standard)?;
         Ok(OwnedRequest::new(self.comm.rt(), id, buf))
     }
 }

@@ -53,3 +53,20 @@ impl From<PmlError> for Error {
 
 /// The result of an oxmpi call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<oxmpi_datatype::DatatypeError> for Error {
+    fn from(e: oxmpi_datatype::DatatypeError) -> Error {
+        use oxmpi_datatype::DatatypeError as D;
+        let class = match &e {
+            D::NegativeCount { .. } => ErrClass::Count,
+            D::Overflow { .. } => ErrClass::Count,
+            D::OutOfBounds { .. } => ErrClass::Buffer,
+            D::Internal(_) => ErrClass::Intern,
+            D::LengthMismatch { .. } | D::InvalidArgument(_) | D::PackedOffset { .. } => {
+                ErrClass::Arg
+            }
+            _ => ErrClass::Type,
+        };
+        Error::new(class, e.to_string())
+    }
+}

@@ -22,11 +22,17 @@
 //! * [`Communicator`]: rank, size, dup, split, groups; point-to-point
 //!   through [`Process`] (sends and receives) and [`AnyProcess`]
 //!   (`MPI_ANY_SOURCE`).
+//! * [`UserDatatype`], [`View`], [`MutView`]: derived datatypes, and
+//!   `#[derive(Equivalence)]` for `#[repr(C)]` structs.
 //! * [`request`]: non-blocking operations, scoped ([`request::scope`]) or
 //!   owning their buffers ([`request::OwnedRequest`]).
 //! * [`framework`]: how a job's transports are opened (the launcher and
 //!   `oxmpi-info` use its parameter list).
 #![deny(unsafe_code)]
+
+// Lets `#[derive(Equivalence)]` (which names `::oxmpi`) work inside this
+// crate's own tests and doctests.
+extern crate self as oxmpi;
 
 mod buffer;
 mod collective;
@@ -34,6 +40,8 @@ mod comm;
 mod datatype;
 mod error;
 pub mod framework;
+mod p2p;
+mod progress;
 pub mod request;
 mod runtime;
 mod status;
@@ -44,8 +52,11 @@ pub use comm::{
     AnyProcess, AnyTag, Communicator, Comparison, Group, Message, Process, Source, TagSpec,
     PROC_NULL, TAG_UB,
 };
-pub use datatype::Equivalence;
+pub use datatype::{Equivalence, MutView, Order, UserDatatype, View};
 pub use error::{Error, ErrorClass, Result};
+/// `#[derive(Equivalence)]` for `#[repr(C)]` structs of `Equivalence`
+/// fields (see [`Equivalence`]).
+pub use oxmpi_derive::Equivalence;
 pub use runtime::ThreadLevel;
 pub use status::Status;
 pub use universe::{

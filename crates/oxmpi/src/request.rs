@@ -12,20 +12,35 @@
 //!   the buffer, never frees it under the stack.
 //!
 //! Dropping a [`Request`] that has not completed waits for it.
+//!
+//! Collections: [`wait_all`], [`wait_any`], [`wait_some`], [`test_all`],
+//! [`test_any`], [`test_some`]. Persistent requests ([`PersistentRequest`],
+//! [`start_all`]) live in a scope too. Every request is also a
+//! [`Future`]: awaiting it on any executor lets the progress thread (see
+//! `progress.rs`) drive it and wake the task.
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use oxmpi_pml::ReqId;
 
-use crate::error::Result;
+use crate::error::{Error, ErrorClass, Result};
 use crate::runtime::Runtime;
 use crate::status::Status;
 use crate::universe::Threading::{self, Level};
 
+/// A request a scope answers for: its runtime, id, and whether it is
+/// persistent.
+type Slot<'a> = (&'a Runtime, ReqId, bool);
+
 /// The requests of a scope that are still in flight.
 pub struct Scope<'a> {
-    slots: RefCell<Vec<Option<(&'a Runtime, ReqId)>>>,
+    /// Requests in flight (and persistent requests not yet freed, marked
+    /// `true`: the scope frees them after waiting).
+    slots: RefCell<Vec<Option<Slot<'a>>>>,
     free: RefCell<Vec<usize>>,
     // Invariant in 'a: a scope cannot be shortened to accept buffers that
     // live less long.
@@ -69,8 +84,11 @@ pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
     impl Drop for Guard<'_, '_> {
         fn drop(&mut self) {
             let slots = std::mem::take(&mut *self.0.slots.borrow_mut());
-            for (rt, id) in slots.into_iter().flatten() {
+            for (rt, id, persistent) in slots.into_iter().flatten() {
                 let _ = rt.pml.wait(id);
+                if persistent {
+                    let _ = rt.pml.with(|o| o.request_free(id));
+                }
             }
         }
     }
@@ -81,15 +99,15 @@ pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
 }
 
 impl<'a> Scope<'a> {
-    fn enter(&self, rt: &'a Runtime, id: ReqId) -> usize {
+    fn enter(&self, rt: &'a Runtime, id: ReqId, persistent: bool) -> usize {
         let mut slots = self.slots.borrow_mut();
         match self.free.borrow_mut().pop() {
             Some(i) => {
-                slots[i] = Some((rt, id));
+                slots[i] = Some((rt, id, persistent));
                 i
             }
             None => {
-                slots.push(Some((rt, id)));
+                slots.push(Some((rt, id, persistent)));
                 slots.len() - 1
             }
         }
@@ -106,7 +124,7 @@ impl<'a> Scope<'a> {
     /// Registers a started request: from here until it completes, the scope
     /// answers for its buffer.
     pub(crate) fn register(&self, rt: &'a Runtime, id: ReqId) -> Request<'a, '_> {
-        let slot = self.enter(rt, id);
+        let slot = self.enter(rt, id, false);
         Request {
             rt,
             id: Some(id),
@@ -222,6 +240,230 @@ pub fn wait_any(reqs: &mut Vec<Request<'_, '_>>) -> Option<(usize, Result<Status
     Some((i, status_result(r)))
 }
 
+/// `MPI_Waitsome`: waits until at least one request of `reqs` completes,
+/// removes every completed one, and returns their indices (in `reqs` as it
+/// was) and statuses, in index order; empty when `reqs` is empty.
+pub fn wait_some(reqs: &mut Vec<Request<'_, '_>>) -> Vec<(usize, Result<Status>)> {
+    let Some(rt) = reqs.first().map(|r| r.rt) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<Option<ReqId>> = reqs.iter().map(|r| r.id).collect();
+    let done = rt.pml.wait_some(&mut ids);
+    remove_done(reqs, done)
+}
+
+/// `MPI_Testsome`: like [`wait_some`] but does not block: after one
+/// progress pass, the completed requests (possibly none).
+pub fn test_some(reqs: &mut Vec<Request<'_, '_>>) -> Vec<(usize, Result<Status>)> {
+    let Some(rt) = reqs.first().map(|r| r.rt) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<Option<ReqId>> = reqs.iter().map(|r| r.id).collect();
+    let done = rt.pml.test_some(&mut ids);
+    remove_done(reqs, done)
+}
+
+/// `MPI_Testany`: one completed request of `reqs` (removed), if any.
+pub fn test_any(reqs: &mut Vec<Request<'_, '_>>) -> Option<(usize, Result<Status>)> {
+    // Test them all, keep the first: the others stay in `reqs`, their
+    // completion recorded in the engine until tested again.
+    let rt = reqs.first()?.rt;
+    let i = rt.pml.with(|o| {
+        o.progress();
+        reqs.iter()
+            .position(|r| r.id.is_some_and(|id| o.is_complete(id).unwrap_or(true)))
+    })?;
+    let req = reqs.remove(i);
+    let r = req.test().ok()?;
+    Some((i, r))
+}
+
+/// `MPI_Testall`: if every request of `reqs` has completed, all their
+/// statuses in order (the first error if one failed) and `reqs` is emptied;
+/// otherwise `None` and `reqs` is unchanged.
+pub fn test_all(reqs: &mut Vec<Request<'_, '_>>) -> Option<Result<Vec<Status>>> {
+    let Some(rt) = reqs.first().map(|r| r.rt) else {
+        return Some(Ok(Vec::new()));
+    };
+    let ids: Vec<ReqId> = reqs.iter().map(|r| r.id.expect("live")).collect();
+    let results = rt.pml.test_all(&ids)?;
+    for mut r in reqs.drain(..) {
+        r.done();
+    }
+    Some(results.into_iter().map(status_result).collect())
+}
+
+fn remove_done(
+    reqs: &mut Vec<Request<'_, '_>>,
+    done: Vec<(
+        usize,
+        std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>,
+    )>,
+) -> Vec<(usize, Result<Status>)> {
+    for (i, _) in &done {
+        reqs[*i].done();
+    }
+    reqs.retain(|r| r.id.is_some());
+    done.into_iter()
+        .map(|(i, r)| (i, status_result(r)))
+        .collect()
+}
+
+impl Future for Request<'_, '_> {
+    type Output = Result<Status>;
+
+    /// Progresses once; when not complete, the progress thread takes over
+    /// and wakes the task once the request has completed.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Status>> {
+        let this = self.get_mut();
+        let Some(id) = this.id else {
+            return Poll::Ready(Err(Error::new(
+                ErrorClass::Request,
+                "the request was already completed",
+            )));
+        };
+        match poll_request(this.rt, id, cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(r) => {
+                this.done();
+                Poll::Ready(r)
+            }
+        }
+    }
+}
+
+fn poll_request(rt: &Runtime, id: ReqId, cx: &mut Context<'_>) -> Poll<Result<Status>> {
+    match rt.pml.test(id).transpose() {
+        Some(r) => {
+            rt.driver.forget(id);
+            Poll::Ready(status_result(r))
+        }
+        None => {
+            rt.driver.register(&rt.pml, id, cx.waker());
+            Poll::Pending
+        }
+    }
+}
+
+/// A persistent request (`MPI_Send_init`, `MPI_Recv_init` and the other
+/// modes): created inactive in a [`Scope`], started any number of times
+/// with [`PersistentRequest::start`] (or [`start_all`]), each start
+/// completed by [`PersistentRequest::wait`] or
+/// [`PersistentRequest::test`]. Dropping it waits for an active operation
+/// and frees it; so does the end of its scope, even if it was forgotten.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let next = world.process_at_rank((world.rank() + 1) % world.size());
+/// let prev = world.process_at_rank((world.rank() + world.size() - 1) % world.size());
+/// let out = [world.rank(); 8];
+/// let mut inb = [0i32; 8];
+/// oxmpi::request::scope(|s| {
+///     let mut recv = prev.receive_init(s, &mut inb, 7).unwrap();
+///     let mut send = next.send_init(s, &out, 7).unwrap();
+///     for _ in 0..10 {
+///         oxmpi::request::start_all(&mut [&mut recv, &mut send]).unwrap();
+///         send.wait().unwrap();
+///         recv.wait().unwrap();
+///     }
+/// });
+/// ```
+#[must_use = "a persistent request does nothing until started"]
+pub struct PersistentRequest<'a, 's> {
+    rt: &'a Runtime,
+    id: ReqId,
+    scope: &'s Scope<'a>,
+    slot: usize,
+    active: bool,
+}
+
+impl std::fmt::Debug for PersistentRequest<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentRequest")
+            .field("id", &self.id)
+            .field("active", &self.active)
+            .finish()
+    }
+}
+
+impl<'a> Scope<'a> {
+    /// Registers an inactive persistent request; the scope frees it at the
+    /// latest when it ends.
+    pub(crate) fn register_persistent(
+        &self,
+        rt: &'a Runtime,
+        id: ReqId,
+    ) -> PersistentRequest<'a, '_> {
+        let slot = self.enter(rt, id, true);
+        PersistentRequest {
+            rt,
+            id,
+            scope: self,
+            slot,
+            active: false,
+        }
+    }
+}
+
+impl PersistentRequest<'_, '_> {
+    /// `MPI_Start`. Error ([`ErrorClass::Request`]) if it is active.
+    pub fn start(&mut self) -> Result<()> {
+        self.rt.pml.with(|o| o.start(self.id))?;
+        self.active = true;
+        Ok(())
+    }
+
+    /// Whether a started operation has not been waited for yet.
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// `MPI_Wait`: completes the current operation (an inactive request
+    /// gives an empty status at once).
+    pub fn wait(&mut self) -> Result<Status> {
+        let r = self.rt.pml.wait(self.id);
+        self.active = false;
+        status_result(r)
+    }
+
+    /// `MPI_Test`: the status once the current operation has completed.
+    pub fn test(&mut self) -> Option<Result<Status>> {
+        let r = self.rt.pml.test(self.id).transpose()?;
+        self.active = false;
+        Some(status_result(r))
+    }
+
+    /// `MPI_Cancel` of the current operation.
+    pub fn cancel(&self) -> Result<()> {
+        Ok(self.rt.pml.with(|o| o.cancel(self.id))?)
+    }
+}
+
+impl Drop for PersistentRequest<'_, '_> {
+    fn drop(&mut self) {
+        let _ = self.rt.pml.wait(self.id);
+        let _ = self.rt.pml.with(|o| o.request_free(self.id));
+        self.scope.leave(self.slot);
+    }
+}
+
+/// `MPI_Startall`: starts every request (stops at the first that fails,
+/// for example because it is already active).
+pub fn start_all(reqs: &mut [&mut PersistentRequest<'_, '_>]) -> Result<()> {
+    let Some(rt) = reqs.first().map(|r| r.rt) else {
+        return Ok(());
+    };
+    rt.pml.with(|o| -> Result<()> {
+        for r in reqs.iter_mut() {
+            o.start(r.id)?;
+            r.active = true;
+        }
+        Ok(())
+    })
+}
+
 /// An operation that owns its buffer: `wait` gives the buffer back.
 ///
 /// ```no_run
@@ -290,6 +532,33 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     pub fn cancel(&self) -> Result<()> {
         let id = self.id.expect("live");
         Ok(self.rt.pml.with(|o| o.cancel(id))?)
+    }
+}
+
+// The level marker only carries Send/Sync; a request never relies on not
+// being moved.
+impl<B: Unpin, L: Level> Unpin for OwnedRequest<'_, B, L> {}
+
+impl<B: Unpin, L: Level> Future for OwnedRequest<'_, B, L> {
+    type Output = Result<(B, Status)>;
+
+    /// As for [`Request`]'s `poll`: the buffer and status once complete.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(id) = this.id else {
+            return Poll::Ready(Err(Error::new(
+                ErrorClass::Request,
+                "the request was already completed",
+            )));
+        };
+        match poll_request(this.rt, id, cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(r) => {
+                this.id = None;
+                let b = this.buf.take().expect("live");
+                Poll::Ready(r.map(|s| (b, s)))
+            }
+        }
     }
 }
 

@@ -15,7 +15,7 @@
 //! closed and the launcher is told.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use oxmpi_pml::{Ob1, Pml, PmlConfig};
@@ -49,7 +49,9 @@ pub enum ThreadLevel {
 /// The process's MPI state (public only to be named by the sealed
 /// traits of this crate; its module is private).
 pub struct Runtime {
-    pub(crate) pml: Pml<DynBtl>,
+    pub(crate) pml: Arc<Pml<DynBtl>>,
+    /// Wakes futures of requests (see [`crate::progress`]).
+    pub(crate) driver: crate::progress::AsyncDriver,
     pub(crate) rank: u32,
     pub(crate) size: u32,
     pub(crate) level: ThreadLevel,
@@ -141,7 +143,8 @@ impl Runtime {
             (0..size).map(|p| ob1.peer_btls(p)).collect::<Vec<_>>()
         );
         Ok(Runtime {
-            pml: Pml::new(ob1, spin, oversubscribed),
+            pml: Arc::new(Pml::new(ob1, spin, oversubscribed)),
+            driver: Default::default(),
             rank,
             size,
             level,
@@ -171,6 +174,7 @@ impl Runtime {
         if self.finalized.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        self.driver.stop();
         // Requests the application freed while active still complete.
         self.pml
             .wait_until(|o| (o.active_requests() == 0 || o.any_dead_peer()).then_some(()));

@@ -38,11 +38,33 @@ impl Status {
     /// assert_eq!(s.count::<u64>(), Some(0));
     /// ```
     pub fn count<T: Equivalence>(&self) -> Option<usize> {
-        let sz = std::mem::size_of::<T>();
+        let sz = crate::datatype::packed_size_of::<T>();
         if sz == 0 {
             return Some(0);
         }
         (self.inner.bytes % sz == 0).then_some(self.inner.bytes / sz)
+    }
+
+    /// `MPI_Get_count` with a datatype: whole elements of `datatype`
+    /// received; `None` when the bytes end inside an element.
+    ///
+    /// ```
+    /// let t = oxmpi::UserDatatype::of::<[u8; 3]>();
+    /// assert_eq!(oxmpi::Status::default().count_of(&t), Some(0));
+    /// ```
+    pub fn count_of(&self, datatype: &crate::UserDatatype) -> Option<usize> {
+        datatype.as_raw().get_count(self.inner.bytes)
+    }
+
+    /// `MPI_Get_elements` with a datatype: basic elements received
+    /// (counting those of a partly received element).
+    ///
+    /// ```
+    /// let t = oxmpi::UserDatatype::of::<[u16; 4]>();
+    /// assert_eq!(oxmpi::Status::default().elements_of(&t), Some(0));
+    /// ```
+    pub fn elements_of(&self, datatype: &crate::UserDatatype) -> Option<usize> {
+        datatype.as_raw().get_elements(self.inner.bytes)
     }
 
     /// Whether the request was cancelled (`MPI_Test_cancelled`).

@@ -1,0 +1,209 @@
+//! Point-to-point calls built from the PML's requests: persistent sends
+//! (`MPI_Send_init` and the other modes) and `MPI_Sendrecv` /
+//! `MPI_Sendrecv_replace`.
+
+use oxmpi_btl::mem::MemRegion;
+use oxmpi_match::{Source as MSource, Tag as MTag};
+use oxmpi_pml::{Buffer as PBuffer, SendMode};
+
+use crate::buffer::{Buffer, BufferMut};
+use crate::comm::{check_tag, Process, Source, TagSpec};
+use crate::error::Result;
+use crate::request::{status_result, PersistentRequest, Scope};
+use crate::status::Status;
+use crate::universe::Threading::Level;
+
+impl<'u, L: Level> Process<'_, 'u, L> {
+    fn init_mode<'a, 's, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'a>,
+        buf: &'a B,
+        tag: i32,
+        mode: SendMode,
+    ) -> Result<PersistentRequest<'a, 's>>
+    where
+        'u: 'a,
+    {
+        check_tag(tag)?;
+        let pb = buf.pml_buffer()?;
+        let dst = self.dest()?;
+        let ctx = self.comm.ctx;
+        let rt = self.comm.rt();
+        let id = rt.pml.with(|o| match dst {
+            Some(d) => o.send_init(pb, d, tag, ctx, mode),
+            // To PROC_NULL: a persistent request that completes at once
+            // each time it is started.
+            None => o.recv_init(
+                PBuffer::Contig(MemRegion::EMPTY),
+                MSource::ProcNull,
+                MTag::Any,
+                ctx,
+            ),
+        })?;
+        Ok(scope.register_persistent(rt, id))
+    }
+
+    /// `MPI_Send_init`: a persistent standard send of `buf` with `tag`, in
+    /// `scope` (see [`PersistentRequest`]).
+    pub fn send_init<'a, 's, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'a>,
+        buf: &'a B,
+        tag: i32,
+    ) -> Result<PersistentRequest<'a, 's>>
+    where
+        'u: 'a,
+    {
+        self.init_mode(scope, buf, tag, SendMode::Standard)
+    }
+
+    /// `MPI_Ssend_init`.
+    pub fn synchronous_send_init<'a, 's, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'a>,
+        buf: &'a B,
+        tag: i32,
+    ) -> Result<PersistentRequest<'a, 's>>
+    where
+        'u: 'a,
+    {
+        self.init_mode(scope, buf, tag, SendMode::Synchronous)
+    }
+
+    /// `MPI_Bsend_init` (needs an attached buffer when started).
+    pub fn buffered_send_init<'a, 's, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'a>,
+        buf: &'a B,
+        tag: i32,
+    ) -> Result<PersistentRequest<'a, 's>>
+    where
+        'u: 'a,
+    {
+        self.init_mode(scope, buf, tag, SendMode::Buffered)
+    }
+
+    /// `MPI_Rsend_init` (the matching receive must be posted when started).
+    pub fn ready_send_init<'a, 's, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'a>,
+        buf: &'a B,
+        tag: i32,
+    ) -> Result<PersistentRequest<'a, 's>>
+    where
+        'u: 'a,
+    {
+        self.init_mode(scope, buf, tag, SendMode::Ready)
+    }
+
+    /// `MPI_Isend` of `buf` (standard mode) then `MPI_Irecv` into `recv`
+    /// from `source`, both completed before returning: `MPI_Sendrecv`. The
+    /// status is the receive's.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// let next = world.process_at_rank((r + 1) % n);
+    /// let prev = world.process_at_rank((r + n - 1) % n);
+    /// let mut got = 0i32;
+    /// let st = next.send_receive_into(&r, 5, &prev, &mut got, 5).unwrap();
+    /// assert_eq!(got, (r + n - 1) % n);
+    /// assert_eq!(st.tag(), 5);
+    /// ```
+    pub fn send_receive_into<S, B, R>(
+        &self,
+        send: &S,
+        send_tag: i32,
+        source: &R,
+        recv: &mut B,
+        recv_tag: impl TagSpec,
+    ) -> Result<Status>
+    where
+        S: Buffer + ?Sized,
+        B: BufferMut + ?Sized,
+        R: Source<'u, L>,
+    {
+        check_tag(send_tag)?;
+        let spb = send.pml_buffer()?;
+        let rpb = recv.pml_buffer_mut()?;
+        self.exchange(spb, send_tag, source, rpb, recv_tag)
+    }
+
+    /// `MPI_Sendrecv_replace`: sends the contents of `buf` to this process
+    /// and receives into `buf` from `source` (the outgoing data is copied
+    /// first, so the two may overlap in time).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// let mut v = [r; 3];
+    /// world
+    ///     .process_at_rank((r + 1) % n)
+    ///     .send_receive_replace(&mut v[..], 0, &world.process_at_rank((r + n - 1) % n), 0)
+    ///     .unwrap();
+    /// assert_eq!(v, [(r + n - 1) % n; 3]);
+    /// ```
+    pub fn send_receive_replace<B, R>(
+        &self,
+        buf: &mut B,
+        send_tag: i32,
+        source: &R,
+        recv_tag: impl TagSpec,
+    ) -> Result<Status>
+    where
+        B: BufferMut + ?Sized,
+        R: Source<'u, L>,
+    {
+        check_tag(send_tag)?;
+        let rpb = buf.pml_buffer_mut()?;
+        // The packed outgoing message, taken before the receive may write.
+        let mut copy = vec![0u8; rpb.len()];
+        let n = match &rpb {
+            PBuffer::Contig(r) => {
+                copy.copy_from_slice(r.read());
+                copy.len()
+            }
+            PBuffer::Typed(r, layout) => layout.pack(r, 0, &mut copy),
+        };
+        copy.truncate(n);
+        let spb = PBuffer::Contig(crate::buffer::bytes(&copy));
+        let st = self.exchange(spb, send_tag, source, rpb, recv_tag);
+        drop(copy);
+        st
+    }
+
+    /// Posts the receive, starts the send, waits for both (the send's
+    /// error first, then the receive's status).
+    fn exchange<R: Source<'u, L>>(
+        &self,
+        spb: PBuffer,
+        send_tag: i32,
+        source: &R,
+        rpb: PBuffer,
+        recv_tag: impl TagSpec,
+    ) -> Result<Status> {
+        let (rt, ctx) = source.rt_ctx();
+        let src = source.match_source()?;
+        let rtag = recv_tag.to_match()?;
+        let rid = rt.pml.with(|o| o.irecv(rpb, src, rtag, ctx))?;
+        let sid = match self.start_isend(spb, send_tag, SendMode::Standard) {
+            Ok(id) => id,
+            Err(e) => {
+                // The receive buffer is borrowed only for this call.
+                let _ = rt.pml.with(|o| o.cancel(rid));
+                let _ = rt.pml.wait(rid);
+                return Err(e);
+            }
+        };
+        let results = rt.pml.wait_all(&[sid, rid]);
+        let mut it = results.into_iter();
+        let s = it.next().expect("two results");
+        let r = it.next().expect("two results");
+        status_result(s)?;
+        status_result(r)
+    }
+}
