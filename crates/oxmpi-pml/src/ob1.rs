@@ -48,6 +48,8 @@ use crate::hdr::{
     Hdr, HdrType, MatchHdr, ReqRef, RndvFlags, RndvHdr, FRAG_LEN, MATCH_LEN, MAX_LEN, RNDV_LEN,
 };
 
+/// `MPI_ANY_SOURCE` as a status reports it (the standard ABI value).
+pub const ANY_SOURCE_STATUS: i32 = -1;
 /// `MPI_ANY_TAG` as a status reports it (the standard ABI value).
 pub const ANY_TAG_STATUS: i32 = -2;
 /// `MPI_PROC_NULL` as a status reports it (the standard ABI value).
@@ -755,7 +757,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         };
         let r = self.st.reqs.alloc(Req {
             done: persistent,
-            status: Status::default(),
+            status: if persistent {
+                Status::empty()
+            } else {
+                Status::default()
+            },
             user_freed: false,
             persistent,
             active: false,
@@ -807,7 +813,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         }
         let r = self.st.reqs.alloc(Req {
             done: persistent,
-            status: Status::default(),
+            status: if persistent {
+                Status::empty()
+            } else {
+                Status::default()
+            },
             user_freed: false,
             persistent,
             active: false,
@@ -1550,6 +1560,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let persistent = self.st.reqs.get(r).is_some_and(|q| q.persistent);
         if let Some(q) = self.st.reqs.get_mut(r) {
             q.active = false;
+            if persistent {
+                // Tested again while inactive, it gives the empty status.
+                q.status = Status::empty();
+            }
         }
         if !persistent {
             self.st.reqs.free(r);
@@ -1810,6 +1824,18 @@ fn send_frag<B: ?Sized + Btl>(
 }
 
 impl Status {
+    /// The empty status (MPI 3.7.3) of an inactive persistent request:
+    /// source `MPI_ANY_SOURCE`, tag `MPI_ANY_TAG`, nothing received.
+    pub fn empty() -> Status {
+        Status {
+            source: ANY_SOURCE_STATUS,
+            tag: ANY_TAG_STATUS,
+            bytes: 0,
+            error: None,
+            cancelled: false,
+        }
+    }
+
     /// The empty status of an operation on `MPI_PROC_NULL`.
     pub fn proc_null() -> Status {
         Status {

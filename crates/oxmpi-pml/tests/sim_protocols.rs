@@ -591,7 +591,7 @@ fn probe_matched_probe_cancel_persistent_proc_null() {
         .irecv(d.buf(), Source::ProcNull, Tag::Any, CTX)
         .unwrap();
     let st = w.wait(1, r);
-    assert_eq!((st.source, st.bytes), (-2, 0));
+    assert_eq!((st.source, st.tag, st.bytes), (-3, -2, 0));
 
     // Persistent requests, started three times.
     let mut ps = Mem::pattern(5000, 5);

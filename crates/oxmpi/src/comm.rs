@@ -639,6 +639,21 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
         Ok(scope.register_persistent(rt, id))
     }
 
+    /// `MPI_Recv_init` into an owned vector (see
+    /// [`OwnedPersistentRequest`](crate::request::OwnedPersistentRequest)).
+    fn receive_init_owned<T: Equivalence>(
+        &self,
+        mut buf: Vec<T>,
+        tag: impl TagSpec,
+    ) -> Result<crate::request::OwnedPersistentRequest<'u, Vec<T>, L>> {
+        let (rt, ctx) = self.rt_ctx();
+        let src = self.match_source()?;
+        let tag = tag.to_match()?;
+        let pb = buf.pml_buffer_mut()?;
+        let id = rt.pml.with(|o| o.recv_init(pb, src, tag, ctx))?;
+        Ok(crate::request::OwnedPersistentRequest::new(rt, id, buf))
+    }
+
     /// `MPI_Irecv` into an owned vector, given back by `wait`.
     fn immediate_receive_owned<T: Equivalence>(
         &self,

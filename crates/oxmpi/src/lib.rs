@@ -66,6 +66,9 @@ pub use universe::{
 
 /// Re-exports of the PML's protocol counters.
 pub use oxmpi_pml::Counters;
+/// The MPI send modes (standard, buffered, synchronous, ready), for the
+/// calls that take a mode.
+pub use oxmpi_pml::SendMode;
 
 /// The traits a program needs in scope: `use oxmpi::traits::*;`.
 pub mod traits {

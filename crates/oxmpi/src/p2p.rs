@@ -8,8 +8,9 @@ use oxmpi_pml::{Buffer as PBuffer, SendMode};
 
 use crate::buffer::{Buffer, BufferMut};
 use crate::comm::{check_tag, Process, Source, TagSpec};
+use crate::datatype::Equivalence;
 use crate::error::Result;
-use crate::request::{status_result, PersistentRequest, Scope};
+use crate::request::{status_result, OwnedPersistentRequest, PersistentRequest, Scope};
 use crate::status::Status;
 use crate::universe::Threading::Level;
 
@@ -24,8 +25,35 @@ impl<'u, L: Level> Process<'_, 'u, L> {
     where
         'u: 'a,
     {
+        let id = self.persistent_send(buf.pml_buffer()?, tag, mode)?;
+        Ok(scope.register_persistent(self.comm.rt(), id))
+    }
+
+    /// `MPI_Send_init` of an owned vector: the request owns it, lends it
+    /// out between operations and gives it back (see
+    /// [`OwnedPersistentRequest`]).
+    pub fn send_init_owned<T: Equivalence>(
+        &self,
+        buf: Vec<T>,
+        tag: i32,
+    ) -> Result<OwnedPersistentRequest<'u, Vec<T>, L>> {
+        self.send_init_owned_mode(buf, tag, SendMode::Standard)
+    }
+
+    /// `MPI_Send_init` of an owned vector in `mode` (`Synchronous`,
+    /// `Buffered`, `Ready` or `Standard`).
+    pub fn send_init_owned_mode<T: Equivalence>(
+        &self,
+        buf: Vec<T>,
+        tag: i32,
+        mode: crate::SendMode,
+    ) -> Result<OwnedPersistentRequest<'u, Vec<T>, L>> {
+        let id = self.persistent_send(buf.pml_buffer()?, tag, mode)?;
+        Ok(OwnedPersistentRequest::new(self.comm.rt(), id, buf))
+    }
+
+    fn persistent_send(&self, pb: PBuffer, tag: i32, mode: SendMode) -> Result<oxmpi_pml::ReqId> {
         check_tag(tag)?;
-        let pb = buf.pml_buffer()?;
         let dst = self.dest()?;
         let ctx = self.comm.ctx;
         let rt = self.comm.rt();
@@ -40,7 +68,7 @@ impl<'u, L: Level> Process<'_, 'u, L> {
                 ctx,
             ),
         })?;
-        Ok(scope.register_persistent(rt, id))
+        Ok(id)
     }
 
     /// `MPI_Send_init`: a persistent standard send of `buf` with `tag`, in

@@ -369,6 +369,7 @@ fn poll_request(rt: &Runtime, id: ReqId, cx: &mut Context<'_>) -> Poll<Result<St
 ///         recv.wait().unwrap();
 ///     }
 /// });
+/// // To change the data between starts, see OwnedPersistentRequest.
 /// ```
 #[must_use = "a persistent request does nothing until started"]
 pub struct PersistentRequest<'a, 's> {
@@ -449,19 +450,174 @@ impl Drop for PersistentRequest<'_, '_> {
     }
 }
 
-/// `MPI_Startall`: starts every request (stops at the first that fails,
-/// for example because it is already active).
-pub fn start_all(reqs: &mut [&mut PersistentRequest<'_, '_>]) -> Result<()> {
-    let Some(rt) = reqs.first().map(|r| r.rt) else {
+mod sealed {
+    /// What [`start_all`](super::start_all) needs of a persistent request.
+    pub trait Persistent {
+        /// The runtime and request id.
+        fn parts(&self) -> (&crate::runtime::Runtime, oxmpi_pml::ReqId);
+        /// Marks the request active (started).
+        fn set_active(&mut self);
+    }
+}
+
+/// A persistent request that [`start_all`] can start: a
+/// [`PersistentRequest`] or an [`OwnedPersistentRequest`].
+pub trait Startable: sealed::Persistent {}
+
+impl sealed::Persistent for PersistentRequest<'_, '_> {
+    fn parts(&self) -> (&Runtime, ReqId) {
+        (self.rt, self.id)
+    }
+    fn set_active(&mut self) {
+        self.active = true;
+    }
+}
+impl Startable for PersistentRequest<'_, '_> {}
+
+impl<B, L: Level> sealed::Persistent for OwnedPersistentRequest<'_, B, L> {
+    fn parts(&self) -> (&Runtime, ReqId) {
+        (self.rt, self.id)
+    }
+    fn set_active(&mut self) {
+        self.active = true;
+    }
+}
+impl<B, L: Level> Startable for OwnedPersistentRequest<'_, B, L> {}
+
+/// `MPI_Startall`: starts every request, under one lock (stops at the
+/// first that fails, for example because it is already active).
+pub fn start_all(reqs: &mut [&mut dyn Startable]) -> Result<()> {
+    let Some(pml) = reqs
+        .first()
+        .map(|r| std::sync::Arc::clone(&r.parts().0.pml))
+    else {
         return Ok(());
     };
-    rt.pml.with(|o| -> Result<()> {
+    pml.with(|o| -> Result<()> {
         for r in reqs.iter_mut() {
-            o.start(r.id)?;
-            r.active = true;
+            o.start(r.parts().1)?;
+            r.set_active();
         }
         Ok(())
     })
+}
+
+/// A persistent request that owns its buffer (a `Vec<T>` moved in): the
+/// buffer can be read and changed between operations, while the request
+/// is inactive ([`buffer_mut`](Self::buffer_mut) gives `None` while an
+/// operation is in flight), and is given back by
+/// [`into_buffer`](Self::into_buffer). Forgetting it leaks the buffer,
+/// never frees it under the stack.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let (r, n) = (world.rank(), world.size());
+/// let next = world.process_at_rank((r + 1) % n);
+/// let prev = world.process_at_rank((r + n - 1) % n);
+/// let mut send = next.send_init_owned(vec![0i32; 16], 3).unwrap();
+/// let mut recv = prev.receive_init_owned(vec![0i32; 16], 3).unwrap();
+/// for step in 0..10 {
+///     send.buffer_mut().unwrap().fill(r * 100 + step);
+///     oxmpi::request::start_all(&mut [&mut recv, &mut send]).unwrap();
+///     send.wait().unwrap();
+///     recv.wait().unwrap();
+///     assert_eq!(recv.buffer().unwrap()[0], ((r + n - 1) % n) * 100 + step);
+/// }
+/// ```
+#[must_use = "a persistent request does nothing until started"]
+pub struct OwnedPersistentRequest<'u, B, L: Level = Threading::Single> {
+    rt: &'u Runtime,
+    id: ReqId,
+    active: bool,
+    buf: Option<B>,
+    _level: PhantomData<L::Marker>,
+}
+
+impl<B, L: Level> std::fmt::Debug for OwnedPersistentRequest<'_, B, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedPersistentRequest")
+            .field("id", &self.id)
+            .field("active", &self.active)
+            .finish()
+    }
+}
+
+impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
+    pub(crate) fn new(rt: &'u Runtime, id: ReqId, buf: B) -> Self {
+        OwnedPersistentRequest {
+            rt,
+            id,
+            active: false,
+            buf: Some(buf),
+            _level: PhantomData,
+        }
+    }
+
+    /// `MPI_Start`. Error ([`ErrorClass::Request`]) if it is active.
+    pub fn start(&mut self) -> Result<()> {
+        self.rt.pml.with(|o| o.start(self.id))?;
+        self.active = true;
+        Ok(())
+    }
+
+    /// Whether a started operation has not been waited for yet.
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// `MPI_Wait` on the current operation (an empty status when inactive).
+    pub fn wait(&mut self) -> Result<Status> {
+        let r = self.rt.pml.wait(self.id);
+        self.active = false;
+        status_result(r)
+    }
+
+    /// `MPI_Test` on the current operation.
+    pub fn test(&mut self) -> Option<Result<Status>> {
+        let r = self.rt.pml.test(self.id).transpose()?;
+        self.active = false;
+        Some(status_result(r))
+    }
+
+    /// `MPI_Cancel` of the current operation.
+    pub fn cancel(&self) -> Result<()> {
+        Ok(self.rt.pml.with(|o| o.cancel(self.id))?)
+    }
+
+    /// The buffer, while no operation is in flight.
+    pub fn buffer(&self) -> Option<&B> {
+        (!self.active).then_some(self.buf.as_ref()?)
+    }
+
+    /// The buffer to change before the next start, while no operation is
+    /// in flight. A slice, so its length (what the request was built for)
+    /// cannot change.
+    pub fn buffer_mut<T>(&mut self) -> Option<&mut [T]>
+    where
+        B: AsMut<[T]>,
+    {
+        if self.active {
+            return None;
+        }
+        self.buf.as_mut().map(AsMut::as_mut)
+    }
+
+    /// Waits for an operation in flight, frees the request, and gives the
+    /// buffer back.
+    pub fn into_buffer(mut self) -> B {
+        let _ = self.rt.pml.wait(self.id);
+        self.active = false;
+        self.buf.take().expect("live")
+    }
+}
+
+impl<B, L: Level> Drop for OwnedPersistentRequest<'_, B, L> {
+    fn drop(&mut self) {
+        let _ = self.rt.pml.wait(self.id);
+        let _ = self.rt.pml.with(|o| o.request_free(self.id));
+    }
 }
 
 /// An operation that owns its buffer: `wait` gives the buffer back.

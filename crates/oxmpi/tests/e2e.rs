@@ -103,3 +103,33 @@ fn hydra_launches_real_jobs() {
         support::assert_ok(&out, "p2p_suite ok", &format!("hydra {args:?} {btl}"));
     }
 }
+
+fn api_suite(np: u32, btl: &str, args: &[&str]) {
+    let out = support::run(np, btl, "api_suite", args, LIMIT);
+    support::assert_ok(
+        &out,
+        "api_suite ok",
+        &format!("api_suite -n {np} btl={btl} {args:?}"),
+    );
+}
+
+/// The Rust API beyond plain sends (the `api_suite` example): derived
+/// datatypes, persistent requests, sendrecv, request collections, futures
+/// and threads, over each transport.
+#[test]
+fn api_sm_two_and_three_ranks() {
+    api_suite(2, "self,sm", &[]);
+    api_suite(3, "self,sm", &[]);
+}
+
+#[test]
+fn api_tcp_two_and_three_ranks() {
+    api_suite(2, "self,tcp", &[]);
+    api_suite(3, "self,tcp", &[]);
+}
+
+#[test]
+fn api_eight_ranks_on_two_cores() {
+    api_suite(8, "self,sm", &[]);
+    api_suite(8, "self,tcp", &[]);
+}
