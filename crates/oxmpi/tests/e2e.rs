@@ -133,3 +133,19 @@ fn api_eight_ranks_on_two_cores() {
     api_suite(8, "self,sm", &[]);
     api_suite(8, "self,tcp", &[]);
 }
+
+/// The examples users start from, each a real job over each transport.
+#[test]
+fn examples_run_over_sm_and_tcp() {
+    for (name, np, expect) in [
+        ("ring", 4, "ring"),
+        ("server", 4, "server: served 300 requests from 3 clients"),
+        ("halo", 4, "all ghost cells checked"),
+        ("threads", 3, "threads: 3 ranks x 4 threads"),
+    ] {
+        for btl in ["self,sm", "self,tcp"] {
+            let out = support::run(np, btl, name, &[], LIMIT);
+            support::assert_ok(&out, expect, &format!("{name} -n {np} btl={btl}"));
+        }
+    }
+}
