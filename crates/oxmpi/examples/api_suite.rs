@@ -187,6 +187,44 @@ fn datatypes(w: &Comm) {
     w.barrier().unwrap();
 }
 
+/// The four non-blocking send modes, receives posted first (so ready mode
+/// is legal once the handshake says so).
+fn immediate_modes(w: &Comm) {
+    let (r, n) = (w.rank(), w.size());
+    let prev_rank = (r + n - 1) % n;
+    let (next, prev) = neighbours(w);
+    w.universe().buffer_attach(vec![0u8; 1 << 20]).unwrap();
+    for len in [8usize, 70_000] {
+        for mode in 0..4u8 {
+            let out = vec![mode ^ r as u8; len];
+            let mut inb = vec![0u8; len];
+            oxmpi::request::scope(|s| {
+                let rq = prev
+                    .immediate_receive_into_with_tag(s, &mut inb[..], 50)
+                    .unwrap();
+                // Tell `prev` our receive is posted; wait for `next`'s.
+                prev.send_with_tag(&[1u8], 51).unwrap();
+                next.receive_into_with_tag(&mut [0u8], 51).unwrap();
+                let sq = match mode {
+                    0 => next.immediate_send_with_tag(s, &out[..], 50),
+                    1 => next.immediate_synchronous_send_with_tag(s, &out[..], 50),
+                    2 => next.immediate_buffered_send_with_tag(s, &out[..], 50),
+                    _ => next.immediate_ready_send_with_tag(s, &out[..], 50),
+                }
+                .unwrap();
+                sq.wait().unwrap();
+                rq.wait().unwrap();
+            });
+            check!(
+                inb.iter().all(|&b| b == mode ^ prev_rank as u8),
+                "immediate mode {mode}, {len} bytes"
+            );
+        }
+    }
+    w.universe().buffer_detach().unwrap();
+    w.barrier().unwrap();
+}
+
 fn persistent(w: &Comm) {
     let (r, n) = (w.rank(), w.size());
     let prev_rank = (r + n - 1) % n;
@@ -488,6 +526,9 @@ fn main() {
     }
     if run("datatypes") {
         datatypes(&world);
+    }
+    if run("immediate") {
+        immediate_modes(&world);
     }
     if run("persistent") {
         persistent(&world);

@@ -826,6 +826,32 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         self.immediate_mode(scope, buf, tag, SendMode::Synchronous)
     }
 
+    /// `MPI_Ibsend`, in `scope` (copied into the attached buffer).
+    pub fn immediate_buffered_send_with_tag<'a, 's, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'a>,
+        buf: &'a B,
+        tag: i32,
+    ) -> Result<Request<'a, 's>>
+    where
+        'u: 'a,
+    {
+        self.immediate_mode(scope, buf, tag, SendMode::Buffered)
+    }
+
+    /// `MPI_Irsend`, in `scope` (the matching receive must be posted).
+    pub fn immediate_ready_send_with_tag<'a, 's, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'a>,
+        buf: &'a B,
+        tag: i32,
+    ) -> Result<Request<'a, 's>>
+    where
+        'u: 'a,
+    {
+        self.immediate_mode(scope, buf, tag, SendMode::Ready)
+    }
+
     /// `MPI_Isend` of an owned vector, given back by `wait`.
     pub fn immediate_send_owned<T: Equivalence>(
         &self,
