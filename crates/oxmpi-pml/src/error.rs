@@ -1,8 +1,8 @@
 //! MPI error classes as the PML reports them.
 
-/// The MPI error classes the point-to-point layer can raise. The classic
-/// classes keep the values MPICH and the standard ABI give them (1 to 19);
-/// `ProcFailed` is the ULFM class, whose value the C layer maps.
+/// The MPI error classes the point-to-point layer and the API can raise,
+/// with the values of the MPI 5.0 standard ABI; `ProcFailed` is the ULFM
+/// class (not in the standard), whose value the C layer maps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum ErrClass {
@@ -20,8 +20,12 @@ pub enum ErrClass {
     Rank = 6,
     /// `MPI_ERR_REQUEST`: invalid request handle.
     Request = 7,
+    /// `MPI_ERR_ROOT`: invalid root.
+    Root = 8,
     /// `MPI_ERR_GROUP`: invalid group.
-    Group = 8,
+    Group = 9,
+    /// `MPI_ERR_OP`: invalid operation.
+    Op = 10,
     /// `MPI_ERR_ARG`: invalid argument.
     Arg = 13,
     /// `MPI_ERR_UNKNOWN`.
@@ -32,8 +36,16 @@ pub enum ErrClass {
     Other = 16,
     /// `MPI_ERR_INTERN`: internal error (a protocol violation by a peer).
     Intern = 17,
-    /// `MPI_ERR_PENDING`.
-    Pending = 19,
+    /// `MPI_ERR_PENDING`: a request of a multiple completion did not
+    /// complete (not an error of its own).
+    Pending = 18,
+    /// `MPI_ERR_IN_STATUS`: the error of a multiple completion is in the
+    /// statuses.
+    InStatus = 19,
+    /// `MPI_ERR_NO_MEM`: `MPI_Alloc_mem` could not allocate.
+    NoMem = 39,
+    /// `MPI_ERR_ERRHANDLER`: invalid error handler.
+    Errhandler = 61,
     /// `MPI_ERR_PROC_FAILED`: the peer process failed.
     ProcFailed = 75,
 }

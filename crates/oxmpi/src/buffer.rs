@@ -21,11 +21,30 @@ use crate::error::Result;
 /// The buffer [`pml_buffer`](Buffer::pml_buffer) returns must cover only
 /// bytes of `self` (readable for as long as `self` is borrowed), and every
 /// byte it reads must be initialized.
+///
+/// ```
+/// use oxmpi::traits::*;
+///
+/// // A value, a slice or a vector of `Equivalence` elements can be sent.
+/// fn elements<B: Buffer + ?Sized>(buf: &B) -> usize {
+///     buf.count()
+/// }
+/// assert_eq!(elements(&7u64), 1);
+/// assert_eq!(elements(&[1.0f32, 2.0][..]), 2);
+/// assert_eq!(elements(&vec![0i16; 5]), 5);
+/// ```
 pub unsafe trait Buffer {
     /// The message as the PML sees it (internal).
     #[doc(hidden)]
     fn pml_buffer(&self) -> Result<PBuffer>;
     /// Number of elements.
+    ///
+    /// ```
+    /// use oxmpi::Buffer;
+    /// // An array is one value (of an array type); its slice is N elements.
+    /// assert_eq!(Buffer::count(&[1u8, 2, 3]), 1);
+    /// assert_eq!(Buffer::count(&[1u8, 2, 3][..]), 3);
+    /// ```
     fn count(&self) -> usize;
 }
 
@@ -36,11 +55,30 @@ pub unsafe trait Buffer {
 /// cover only bytes of `self`, writable for as long as `self` is mutably
 /// borrowed, and any bytes written there must leave `self` valid
 /// (guaranteed by `Equivalence`'s contract).
+///
+/// ```
+/// use oxmpi::traits::*;
+///
+/// // What a receive can write into: a value, a slice or a vector.
+/// fn capacity<B: BufferMut + ?Sized>(buf: &B) -> usize {
+///     buf.count()
+/// }
+/// let v = vec![0u32; 16];
+/// assert_eq!(capacity(&v), 16);
+/// assert_eq!(capacity(&v[..4]), 4);
+/// ```
 pub unsafe trait BufferMut {
     /// The message as the PML sees it (internal).
     #[doc(hidden)]
     fn pml_buffer_mut(&mut self) -> Result<PBuffer>;
     /// Number of elements.
+    ///
+    /// ```
+    /// use oxmpi::BufferMut;
+    /// let halo = vec![0f64; 8];
+    /// assert_eq!(BufferMut::count(&halo), 8);
+    /// assert_eq!(BufferMut::count(&halo[..2]), 2);
+    /// ```
     fn count(&self) -> usize;
 }
 

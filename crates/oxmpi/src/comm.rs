@@ -24,16 +24,46 @@ use crate::universe::Threading::Level;
 use crate::universe::{Threading, Universe};
 
 /// `MPI_TAG_UB`: the largest tag a program may use.
+///
+/// ```
+/// // The standard guarantees at least 32767.
+/// assert!(oxmpi::TAG_UB >= 32767);
+/// ```
 pub const TAG_UB: i32 = i32::MAX;
 
 /// `MPI_ANY_TAG`, as a type.
+///
+/// ```
+/// use oxmpi::{traits::*, AnyTag};
+/// // Receives and probes take `AnyTag` wherever they take a tag.
+/// assert!(AnyTag.to_match().is_ok());
+/// assert_eq!(AnyTag, AnyTag::default());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct AnyTag;
 
 /// What a receive or probe accepts as its tag: an `i32` (`0..=TAG_UB`) or
 /// [`AnyTag`].
+///
+/// ```
+/// use oxmpi::{AnyTag, TagSpec};
+///
+/// fn accepted(tag: impl TagSpec) -> bool {
+///     tag.to_match().is_ok()
+/// }
+/// assert!(accepted(AnyTag));
+/// assert!(accepted(5));
+/// assert!(!accepted(-5));
+/// ```
 pub trait TagSpec: Copy {
     /// The matching engine's form, checked.
+    ///
+    /// ```
+    /// use oxmpi::TagSpec;
+    /// assert!(7i32.to_match().is_ok());
+    /// let e = (-1i32).to_match().unwrap_err();
+    /// assert_eq!(e.class(), oxmpi::ErrorClass::Tag);
+    /// ```
     fn to_match(self) -> Result<MTag>;
 }
 
@@ -61,6 +91,15 @@ pub(crate) fn check_tag(tag: i32) -> Result<()> {
 }
 
 /// How a communicator compares with another (`MPI_Comm_compare`).
+///
+/// ```no_run
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// use oxmpi::Comparison;
+/// let copy = world.dup().unwrap();
+/// assert_eq!(world.compare(&world), Comparison::Identical);
+/// assert_eq!(world.compare(&copy), Comparison::Congruent);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Comparison {
     /// The same communicator (`MPI_IDENT`).
@@ -74,6 +113,17 @@ pub enum Comparison {
 }
 
 /// A group of processes (`MPI_Group`): world ranks in group-rank order.
+///
+/// ```no_run
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let group = world.group();
+/// assert_eq!(group.size(), world.size() as u32);
+/// assert_eq!(group.rank(), Some(world.rank() as u32));
+/// // The even ranks, as a group of their own.
+/// let evens: Vec<u32> = (0..group.size()).step_by(2).collect();
+/// let even_group = group.include(&evens).unwrap();
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
     ranks: Arc<[u32]>,
@@ -90,16 +140,40 @@ impl Group {
     }
 
     /// Number of processes.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let group = world.group();
+    /// let evens: Vec<u32> = (0..group.size()).step_by(2).collect();
+    /// assert_eq!(group.include(&evens).unwrap().size(), (group.size() + 1) / 2);
+    /// ```
     pub fn size(&self) -> u32 {
         self.ranks.len() as u32
     }
 
     /// This process's rank in the group, if it belongs to it.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let root_only = world.group().include(&[0]).unwrap();
+    /// assert_eq!(root_only.rank().is_some(), world.rank() == 0);
+    /// ```
     pub fn rank(&self) -> Option<u32> {
         self.me
     }
 
     /// `MPI_Group_incl`: the processes at `ranks`, in that order.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let group = world.group();
+    /// let reversed: Vec<u32> = (0..group.size()).rev().collect();
+    /// let rev = group.include(&reversed).unwrap();
+    /// assert_eq!(rev.rank(), Some(group.size() - 1 - world.rank() as u32));
+    /// ```
     pub fn include(&self, ranks: &[u32]) -> Result<Group> {
         let mut out = Vec::with_capacity(ranks.len());
         for &r in ranks {
@@ -122,6 +196,14 @@ impl Group {
     }
 
     /// `MPI_Group_excl`: every process but those at `ranks`, in order.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let workers = world.group().exclude(&[0]).unwrap();
+    /// assert_eq!(workers.size(), world.size() as u32 - 1);
+    /// assert_eq!(workers.rank().is_none(), world.rank() == 0);
+    /// ```
     pub fn exclude(&self, ranks: &[u32]) -> Result<Group> {
         for &r in ranks {
             if r >= self.size() {
@@ -137,6 +219,16 @@ impl Group {
 
     /// `MPI_Group_translate_ranks`: the rank in `other` of each of `ranks`
     /// (`None`: `MPI_UNDEFINED`).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let group = world.group();
+    /// let workers = group.exclude(&[0]).unwrap();
+    /// // World rank 0 is not a worker; world rank 1 is worker 0.
+    /// let t = group.translate_ranks(&[0, 1], &workers).unwrap();
+    /// assert_eq!(t, [None, Some(0)]);
+    /// ```
     pub fn translate_ranks(&self, ranks: &[u32], other: &Group) -> Result<Vec<Option<u32>>> {
         ranks
             .iter()
@@ -153,6 +245,14 @@ impl Group {
     }
 
     /// World ranks of the members, in group order.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let odd_or_even = world.split(Some((world.rank() % 2) as u32), 0).unwrap().unwrap();
+    /// let members = odd_or_even.group();
+    /// assert!(members.world_ranks().iter().all(|&r| r % 2 == world.rank() as u32 % 2));
+    /// ```
     pub fn world_ranks(&self) -> &[u32] {
         &self.ranks
     }
@@ -160,6 +260,15 @@ impl Group {
 
 /// A communicator (`MPI_Comm`): a group of processes and a matching
 /// context. Freed (`MPI_Comm_free`) when dropped, unless predefined.
+///
+/// ```no_run
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// // One communicator per row of a grid 4 ranks wide.
+/// let row = world.split(Some((world.rank() / 4) as u32), world.rank()).unwrap().unwrap();
+/// row.barrier().unwrap();
+/// println!("world rank {} is rank {} of {} in its row", world.rank(), row.rank(), row.size());
+/// ```
 pub struct Communicator<'u, L: Level = Threading::Single> {
     u: &'u Universe<L>,
     pub(crate) ctx: u16,
@@ -205,32 +314,101 @@ impl<'u, L: Level> Communicator<'u, L> {
     }
 
     /// This process's rank (`MPI_Comm_rank`).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     println!("the root of {} ranks", world.size());
+    /// }
+    /// ```
     pub fn rank(&self) -> i32 {
         self.rank as i32
     }
 
     /// Number of processes (`MPI_Comm_size`).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// // Neighbours on a ring.
+    /// let next = world.process_at_rank((r + 1) % n);
+    /// let prev = world.process_at_rank((r + n - 1) % n);
+    /// ```
     pub fn size(&self) -> i32 {
         self.ranks.len() as i32
     }
 
     /// The universe this communicator belongs to.
+    ///
+    /// ```no_run
+    /// // A library function given only a communicator.
+    /// fn prepare(comm: &oxmpi::Communicator<'_>) -> oxmpi::Result<()> {
+    ///     comm.universe().buffer_attach(vec![0u8; 1 << 16])
+    /// }
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// prepare(&world).unwrap();
+    /// ```
     pub fn universe(&self) -> &'u Universe<L> {
         self.u
     }
 
     /// The process at `rank`, for sends and receives; `rank` is checked
     /// when an operation uses it (an invalid one is `MPI_ERR_RANK`).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() != 0 {
+    ///     world.process_at_rank(0).send(&world.rank()).unwrap();
+    /// } else {
+    ///     for p in 1..world.size() {
+    ///         let (r, _) = world.process_at_rank(p).receive::<i32>().unwrap();
+    ///         assert_eq!(r, p);
+    ///     }
+    /// }
+    /// ```
     pub fn process_at_rank(&self, rank: i32) -> Process<'_, 'u, L> {
         Process { comm: self, rank }
     }
 
     /// `MPI_ANY_SOURCE`: receives and probes from any process.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     // In arrival order, whoever sends first.
+    ///     for _ in 1..world.size() {
+    ///         let (r, st) = world.any_process().receive::<i32>().unwrap();
+    ///         assert_eq!(r, st.source_rank());
+    ///     }
+    /// } else {
+    ///     world.process_at_rank(0).send(&world.rank()).unwrap();
+    /// }
+    /// ```
     pub fn any_process(&self) -> AnyProcess<'_, 'u, L> {
         AnyProcess { comm: self }
     }
 
     /// `MPI_PROC_NULL`: operations complete at once and move no data.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// // A line, not a ring: the last rank has no right neighbour.
+    /// let right = if r + 1 < n { world.process_at_rank(r + 1) } else { world.null_process() };
+    /// let left = if r > 0 { world.process_at_rank(r - 1) } else { world.null_process() };
+    /// let mut from_left = -1;
+    /// right.send_receive_into(&r, 0, &left, &mut from_left, 0).unwrap();
+    /// assert_eq!(from_left, if r > 0 { r - 1 } else { -1 });
+    /// ```
     pub fn null_process(&self) -> Process<'_, 'u, L> {
         Process {
             comm: self,
@@ -239,16 +417,42 @@ impl<'u, L: Level> Communicator<'u, L> {
     }
 
     /// `MPI_Comm_group`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let group = world.group();
+    /// assert_eq!(group.world_ranks().len(), world.size() as usize);
+    /// ```
     pub fn group(&self) -> Group {
         Group::new(self.ranks.clone(), self.rt().rank)
     }
 
     /// `MPI_Barrier`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// world.barrier().unwrap();
+    /// if world.rank() == 0 {
+    ///     println!("every rank has reached the barrier");
+    /// }
+    /// ```
     pub fn barrier(&self) -> Result<()> {
         collective::barrier_ctx(self.rt(), self.ctx + 1, self.ranks.len() as u32, self.rank)
     }
 
     /// `MPI_Comm_compare`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// use oxmpi::Comparison;
+    /// // The same processes, in reverse order.
+    /// let reversed = world.split(Some(0), -world.rank()).unwrap().unwrap();
+    /// let expected = if world.size() > 1 { Comparison::Similar } else { Comparison::Congruent };
+    /// assert_eq!(world.compare(&reversed), expected);
+    /// ```
     pub fn compare(&self, other: &Communicator<'_, L>) -> Comparison {
         if self.ctx == other.ctx && std::ptr::eq(&*self.u.rt, &*other.u.rt) {
             Comparison::Identical
@@ -321,6 +525,15 @@ impl<'u, L: Level> Communicator<'u, L> {
     }
 
     /// `MPI_Comm_dup`: the same group with a new context. Collective.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// // A library's own communicator: its messages never match the caller's.
+    /// let lib = world.dup().unwrap();
+    /// assert_eq!((lib.rank(), lib.size()), (world.rank(), world.size()));
+    /// lib.barrier().unwrap();
+    /// ```
     pub fn dup(&self) -> Result<Communicator<'u, L>> {
         let (ctx, _) = self.agree_ctx([0, 0])?;
         self.create(ctx, self.ranks.to_vec())
@@ -329,6 +542,17 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// `MPI_Comm_split`: processes with the same `color` form a new
     /// communicator, ordered by `key` then by rank here; `None` as color
     /// (`MPI_UNDEFINED`) gives `None`. Collective.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// // Even and odd ranks, each in reverse order of world rank.
+    /// let half = world.split(Some((r % 2) as u32), -r).unwrap().unwrap();
+    /// assert_eq!(half.size(), (n + 1 - r % 2) / 2);
+    /// // Without a color a process gets no communicator.
+    /// assert!(world.split(None, 0).unwrap().is_none());
+    /// ```
     pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<Communicator<'u, L>>> {
         let c = match color {
             Some(c) => i32::try_from(c)
@@ -352,6 +576,16 @@ impl<'u, L: Level> Communicator<'u, L> {
 
     /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: the processes of this
     /// communicator that share this node. Collective.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let node = world.split_shared(0).unwrap();
+    /// assert_eq!(node.size() as usize, universe.local_ranks().len());
+    /// if node.rank() == 0 {
+    ///     println!("world rank {} leads its node", world.rank());
+    /// }
+    /// ```
     pub fn split_shared(&self, key: i32) -> Result<Communicator<'u, L>> {
         let local = self.u.local_ranks();
         // The node's color: its lowest world rank.
@@ -361,6 +595,17 @@ impl<'u, L: Level> Communicator<'u, L> {
 
     /// `MPI_Comm_create`: a communicator of `group`'s members (a subset of
     /// this one's); `None` on processes outside it. Collective.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let evens: Vec<u32> = (0..world.size() as u32).step_by(2).collect();
+    /// let group = world.group().include(&evens).unwrap();
+    /// match world.create_from_group(&group).unwrap() {
+    ///     Some(comm) => assert_eq!(comm.rank(), world.rank() / 2),
+    ///     None => assert_eq!(world.rank() % 2, 1),
+    /// }
+    /// ```
     pub fn create_from_group(&self, group: &Group) -> Result<Option<Communicator<'u, L>>> {
         for w in group.world_ranks() {
             if !self.ranks.contains(w) {
@@ -379,6 +624,11 @@ impl<'u, L: Level> Communicator<'u, L> {
 }
 
 /// The `rank` given for `MPI_PROC_NULL`.
+///
+/// ```
+/// // Never a valid rank: use it for neighbours that do not exist.
+/// assert!(oxmpi::PROC_NULL < 0);
+/// ```
 pub const PROC_NULL: i32 = -3;
 
 pub(crate) fn source_of(rank: i32, size: i32) -> Result<MSource> {
@@ -396,6 +646,24 @@ pub(crate) fn source_of(rank: i32, size: i32) -> Result<MSource> {
 
 /// One process of a communicator: the destination of sends, the source of
 /// receives.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let root = world.process_at_rank(0);
+/// if world.rank() != 0 {
+///     root.send(&world.rank()).unwrap(); // the destination of a send
+///     let (ack, _) = root.receive::<i32>().unwrap(); // the source of a receive
+///     assert_eq!(ack, -world.rank());
+/// } else {
+///     for p in 1..world.size() {
+///         let peer = world.process_at_rank(p);
+///         let (x, _) = peer.receive::<i32>().unwrap();
+///         peer.send(&-x).unwrap();
+///     }
+/// }
+/// ```
 pub struct Process<'c, 'u, L: Level = Threading::Single> {
     pub(crate) comm: &'c Communicator<'u, L>,
     pub(crate) rank: i32,
@@ -409,6 +677,21 @@ impl<L: Level> std::fmt::Debug for Process<'_, '_, L> {
 
 /// Every process of a communicator, as the source of receives and probes
 /// (`MPI_ANY_SOURCE`).
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let any = world.any_process();
+/// if world.rank() == 0 {
+///     for _ in 1..world.size() {
+///         let (v, st) = any.receive_vec::<u8>().unwrap();
+///         println!("{} bytes from rank {}", v.len(), st.source_rank());
+///     }
+/// } else {
+///     world.process_at_rank(0).send(&b"hello"[..]).unwrap();
+/// }
+/// ```
 pub struct AnyProcess<'c, 'u, L: Level = Threading::Single> {
     comm: &'c Communicator<'u, L>,
 }
@@ -422,6 +705,16 @@ impl<L: Level> std::fmt::Debug for AnyProcess<'_, '_, L> {
 /// A message taken out of matching by a matched probe (`MPI_Message`);
 /// receive it with [`Message::matched_receive_into`] or
 /// [`Message::matched_receive_vec`].
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// // Take one message out of matching: no other receive can get it now.
+/// let (msg, st) = world.any_process().matched_probe().unwrap();
+/// let (v, _) = msg.matched_receive_vec::<u8>().unwrap();
+/// assert_eq!(v.len(), st.bytes());
+/// ```
 #[must_use = "a matched message must be received"]
 pub struct Message<'u> {
     rt: &'u Runtime,
@@ -436,6 +729,16 @@ impl std::fmt::Debug for Message<'_> {
 
 impl Message<'_> {
     /// `MPI_Mrecv` into `buf`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (msg, st) = world.any_process().matched_probe().unwrap();
+    /// // Size the buffer from the status.
+    /// let mut buf = vec![0u32; st.count::<u32>().unwrap()];
+    /// msg.matched_receive_into(&mut buf[..]).unwrap();
+    /// ```
     pub fn matched_receive_into<B: BufferMut + ?Sized>(mut self, buf: &mut B) -> Result<Status> {
         let pb = buf.pml_buffer_mut()?;
         match self.msg.take() {
@@ -448,6 +751,16 @@ impl Message<'_> {
     }
 
     /// `MPI_Mrecv` into a new vector of the message's length.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (msg, st) = world.any_process().matched_probe_with_tag(9).unwrap();
+    /// let (v, st2) = msg.matched_receive_vec::<f64>().unwrap();
+    /// assert_eq!(v.len() * 8, st.bytes());
+    /// assert_eq!(st2.source_rank(), st.source_rank());
+    /// ```
     pub fn matched_receive_vec<T: Equivalence + Default>(self) -> Result<(Vec<T>, Status)> {
         let len = self.msg.as_ref().map_or(0, |m| m.len());
         let sz = crate::datatype::packed_size_of::<T>().max(1);
@@ -493,13 +806,50 @@ pub(crate) mod sealed {
 }
 
 /// Receives and probes; implemented by [`Process`] and [`AnyProcess`].
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+///
+/// // Written once for a given rank or for any rank.
+/// fn sum_from<'u>(from: &impl Source<'u>) -> i64 {
+///     let (v, _) = from.receive_vec::<i64>().unwrap();
+///     v.iter().sum()
+/// }
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// if world.rank() != 0 {
+///     world.process_at_rank(0).send(&[1i64, 2, 3][..]).unwrap();
+/// } else if world.size() > 1 {
+///     let first = sum_from(&world.process_at_rank(1));
+///     let rest: i64 = (2..world.size()).map(|_| sum_from(&world.any_process())).sum();
+///     println!("{}", first + rest);
+/// }
+/// ```
 pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     /// `MPI_Recv` into `buf` with any tag.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut row = [0f64; 128];
+    /// let st = world.process_at_rank(0).receive_into(&mut row[..]).unwrap();
+    /// println!("{} of 128 values", st.count::<f64>().unwrap());
+    /// ```
     fn receive_into<B: BufferMut + ?Sized>(&self, buf: &mut B) -> Result<Status> {
         self.receive_into_with_tag(buf, AnyTag)
     }
 
     /// `MPI_Recv` into `buf` with `tag`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut halo = vec![0f32; 64];
+    /// let st = world.any_process().receive_into_with_tag(&mut halo[..], 7).unwrap();
+    /// assert_eq!(st.tag(), 7);
+    /// ```
     fn receive_into_with_tag<B: BufferMut + ?Sized>(
         &self,
         buf: &mut B,
@@ -512,6 +862,15 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// `MPI_Recv` of one value.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (n, st) = world.process_at_rank(0).receive::<u64>().unwrap();
+    /// assert_eq!(st.source_rank(), 0);
+    /// println!("got {n}");
+    /// ```
     fn receive<T: Equivalence + Default>(&self) -> Result<(T, Status)> {
         let mut v = T::default();
         let st = self.receive_into(&mut v)?;
@@ -519,11 +878,27 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// Probes, then receives the whole message into a new vector.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (v, st) = world.any_process().receive_vec::<i32>().unwrap();
+    /// assert_eq!(v.len(), st.count::<i32>().unwrap());
+    /// ```
     fn receive_vec<T: Equivalence + Default>(&self) -> Result<(Vec<T>, Status)> {
         self.receive_vec_with_tag(AnyTag)
     }
 
     /// [`Source::receive_vec`] with `tag`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (name, _) = world.process_at_rank(0).receive_vec_with_tag::<u8>(2).unwrap();
+    /// println!("{}", String::from_utf8_lossy(&name));
+    /// ```
     fn receive_vec_with_tag<T: Equivalence + Default>(
         &self,
         tag: impl TagSpec,
@@ -533,11 +908,32 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// `MPI_Probe` with any tag.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let st = world.any_process().probe().unwrap();
+    /// // Receive exactly that message: from its source, with its tag.
+    /// let mut buf = vec![0u8; st.bytes()];
+    /// let from = world.process_at_rank(st.source_rank());
+    /// from.receive_into_with_tag(&mut buf[..], st.tag()).unwrap();
+    /// ```
     fn probe(&self) -> Result<Status> {
         self.probe_with_tag(AnyTag)
     }
 
     /// `MPI_Probe` with `tag`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let st = world.any_process().probe_with_tag(4).unwrap();
+    /// let from = world.process_at_rank(st.source_rank());
+    /// let (v, _) = from.receive_vec_with_tag::<u16>(4).unwrap();
+    /// assert_eq!(v.len() * 2, st.bytes());
+    /// ```
     fn probe_with_tag(&self, tag: impl TagSpec) -> Result<Status> {
         let (rt, ctx) = self.rt_ctx();
         let src = self.match_source()?;
@@ -546,6 +942,17 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// `MPI_Iprobe` with `tag`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// // Work until a stop message (tag 99) is waiting.
+    /// while world.any_process().immediate_probe_with_tag(99).unwrap().is_none() {
+    ///     // ... one step of work ...
+    /// }
+    /// let (_stop, _) = world.any_process().receive_vec_with_tag::<u8>(99).unwrap();
+    /// ```
     fn immediate_probe_with_tag(&self, tag: impl TagSpec) -> Result<Option<Status>> {
         let (rt, ctx) = self.rt_ctx();
         let src = self.match_source()?;
@@ -557,16 +964,44 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// `MPI_Iprobe` with any tag.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// match world.any_process().immediate_probe().unwrap() {
+    ///     Some(st) => println!("{} bytes from rank {} are waiting", st.bytes(), st.source_rank()),
+    ///     None => println!("nothing yet"),
+    /// }
+    /// ```
     fn immediate_probe(&self) -> Result<Option<Status>> {
         self.immediate_probe_with_tag(AnyTag)
     }
 
     /// `MPI_Mprobe` with any tag.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (msg, st) = world.any_process().matched_probe().unwrap();
+    /// let mut buf = vec![0u8; st.bytes()];
+    /// msg.matched_receive_into(&mut buf[..]).unwrap();
+    /// ```
     fn matched_probe(&self) -> Result<(Message<'u>, Status)> {
         self.matched_probe_with_tag(AnyTag)
     }
 
     /// `MPI_Mprobe` with `tag`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (msg, st) = world.any_process().matched_probe_with_tag(3).unwrap();
+    /// assert_eq!(st.tag(), 3);
+    /// let (v, _) = msg.matched_receive_vec::<f64>().unwrap();
+    /// ```
     fn matched_probe_with_tag(&self, tag: impl TagSpec) -> Result<(Message<'u>, Status)> {
         let (rt, ctx) = self.rt_ctx();
         let src = self.match_source()?;
@@ -577,6 +1012,16 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// `MPI_Improbe` with `tag`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if let Some((msg, st)) = world.any_process().immediate_matched_probe_with_tag(5).unwrap() {
+    ///     let (v, _) = msg.matched_receive_vec::<i64>().unwrap();
+    ///     println!("{} values from rank {}", v.len(), st.source_rank());
+    /// }
+    /// ```
     fn immediate_matched_probe_with_tag(
         &self,
         tag: impl TagSpec,
@@ -591,6 +1036,18 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// `MPI_Irecv` into `buf` with any tag, in `scope`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
+    /// oxmpi::request::scope(|s| {
+    ///     let ra = world.process_at_rank(0).immediate_receive_into(s, &mut a).unwrap();
+    ///     let rb = world.any_process().immediate_receive_into(s, &mut b).unwrap();
+    ///     oxmpi::request::wait_all(vec![ra, rb]).unwrap();
+    /// });
+    /// ```
     fn immediate_receive_into<'a, 's, B: BufferMut + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -603,6 +1060,19 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// `MPI_Irecv` into `buf` with `tag`, in `scope`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut ghost = vec![0f64; 32];
+    /// oxmpi::request::scope(|s| {
+    ///     let r = world.any_process().immediate_receive_into_with_tag(s, &mut ghost[..], 1).unwrap();
+    ///     // ... compute the interior while the ghost cells arrive ...
+    ///     let st = r.wait().unwrap();
+    ///     assert_eq!(st.tag(), 1);
+    /// });
+    /// ```
     fn immediate_receive_into_with_tag<'a, 's, B: BufferMut + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -622,6 +1092,20 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
 
     /// `MPI_Recv_init`: a persistent receive into `buf` with `tag`, in
     /// `scope` (see [`PersistentRequest`]).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut inb = [0i32; 8];
+    /// oxmpi::request::scope(|s| {
+    ///     let mut recv = world.any_process().receive_init(s, &mut inb, 4).unwrap();
+    ///     for _ in 0..3 {
+    ///         recv.start().unwrap();
+    ///         recv.wait().unwrap();
+    ///     }
+    /// });
+    /// ```
     fn receive_init<'a, 's, B: BufferMut + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -641,6 +1125,19 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
 
     /// `MPI_Recv_init` into an owned vector (see
     /// [`OwnedPersistentRequest`](crate::request::OwnedPersistentRequest)).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut recv = world.any_process().receive_init_owned(vec![0u8; 256], 6).unwrap();
+    /// for _ in 0..3 {
+    ///     recv.start().unwrap();
+    ///     let st = recv.wait().unwrap();
+    ///     println!("{:?}", &recv.buffer().unwrap()[..st.bytes()]);
+    /// }
+    /// let buf: Vec<u8> = recv.into_buffer();
+    /// ```
     fn receive_init_owned<T: Equivalence>(
         &self,
         mut buf: Vec<T>,
@@ -655,6 +1152,16 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     }
 
     /// `MPI_Irecv` into an owned vector, given back by `wait`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let req = world.process_at_rank(0).immediate_receive_owned(vec![0u64; 32], 0).unwrap();
+    /// // ... the request owns the vector until it completes ...
+    /// let (buf, st) = req.wait().unwrap();
+    /// assert_eq!(buf.len(), 32);
+    /// ```
     fn immediate_receive_owned<T: Equivalence>(
         &self,
         mut buf: Vec<T>,
@@ -706,6 +1213,14 @@ impl<'u, L: Level> sealed::Endpoint<'u> for AnyProcess<'_, 'u, L> {
 
 impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// The process's rank in its communicator.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let last = world.process_at_rank(world.size() - 1);
+    /// assert_eq!(last.rank(), world.size() - 1);
+    /// assert_eq!(world.null_process().rank(), oxmpi::PROC_NULL);
+    /// ```
     pub fn rank(&self) -> i32 {
         self.rank
     }
@@ -732,27 +1247,97 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// `MPI_Send` with tag 0.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 1 {
+    ///     world.process_at_rank(0).send(&[1u32, 2, 3][..]).unwrap();
+    /// } else if world.rank() == 0 {
+    ///     let (v, _) = world.process_at_rank(1).receive_vec::<u32>().unwrap();
+    ///     assert_eq!(v, [1, 2, 3]);
+    /// }
+    /// ```
     pub fn send<B: Buffer + ?Sized>(&self, buf: &B) -> Result<()> {
         self.send_mode(buf, 0, SendMode::Standard)
     }
 
     /// `MPI_Send`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     world.process_at_rank(1).send_with_tag(&3.5f64, 42).unwrap();
+    /// } else if world.rank() == 1 {
+    ///     let (x, st) = world.process_at_rank(0).receive::<f64>().unwrap();
+    ///     assert_eq!((x, st.tag()), (3.5, 42));
+    /// }
+    /// ```
     pub fn send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
         self.send_mode(buf, tag, SendMode::Standard)
     }
 
     /// `MPI_Ssend`: returns once the receive has matched.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     // Returns only once rank 1 has matched the message.
+    ///     world.process_at_rank(1).synchronous_send_with_tag(&[0u8; 1000][..], 1).unwrap();
+    /// } else if world.rank() == 1 {
+    ///     let (v, _) = world.process_at_rank(0).receive_vec_with_tag::<u8>(1).unwrap();
+    ///     assert_eq!(v.len(), 1000);
+    /// }
+    /// ```
     pub fn synchronous_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
         self.send_mode(buf, tag, SendMode::Synchronous)
     }
 
     /// `MPI_Bsend`: copied into the attached buffer (see
     /// [`Universe::buffer_attach`]); returns at once.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// universe.buffer_attach(vec![0u8; 1 << 16]).unwrap();
+    /// if world.rank() == 0 {
+    ///     world.process_at_rank(1).buffered_send_with_tag(&[7i32; 100][..], 2).unwrap();
+    /// } else if world.rank() == 1 {
+    ///     world.process_at_rank(0).receive_vec_with_tag::<i32>(2).unwrap();
+    /// }
+    /// universe.buffer_detach().unwrap();
+    /// ```
     pub fn buffered_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
         self.send_mode(buf, tag, SendMode::Buffered)
     }
 
     /// `MPI_Rsend`: the matching receive must already be posted.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0u64;
+    /// oxmpi::request::scope(|s| {
+    ///     let recv = match world.rank() {
+    ///         1 => Some(world.process_at_rank(0).immediate_receive_into(s, &mut x).unwrap()),
+    ///         _ => None,
+    ///     };
+    ///     world.barrier().unwrap(); // from here rank 1's receive is posted
+    ///     if world.rank() == 0 {
+    ///         world.process_at_rank(1).ready_send_with_tag(&5u64, 0).unwrap();
+    ///     }
+    ///     if let Some(r) = recv {
+    ///         r.wait().unwrap();
+    ///     }
+    /// });
+    /// ```
     pub fn ready_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
         self.send_mode(buf, tag, SendMode::Ready)
     }
@@ -789,6 +1374,20 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// `MPI_Isend` with tag 0, in `scope`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// let data = [r; 16];
+    /// oxmpi::request::scope(|s| {
+    ///     let req = world.process_at_rank((r + 1) % n).immediate_send(s, &data).unwrap();
+    ///     let (v, _) = world.process_at_rank((r + n - 1) % n).receive_vec::<i32>().unwrap();
+    ///     req.wait().unwrap();
+    ///     assert_eq!(v, [(r + n - 1) % n; 16]);
+    /// });
+    /// ```
     pub fn immediate_send<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -801,6 +1400,21 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// `MPI_Isend`, in `scope`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// let (next, prev) = (world.process_at_rank((r + 1) % n), world.process_at_rank((r + n - 1) % n));
+    /// let out = vec![r as f64; 8];
+    /// let mut inb = vec![0f64; 8];
+    /// oxmpi::request::scope(|s| {
+    ///     let recv = prev.immediate_receive_into_with_tag(s, &mut inb[..], 5).unwrap();
+    ///     let send = next.immediate_send_with_tag(s, &out[..], 5).unwrap();
+    ///     oxmpi::request::wait_all(vec![recv, send]).unwrap();
+    /// });
+    /// ```
     pub fn immediate_send_with_tag<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -814,6 +1428,21 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// `MPI_Issend`, in `scope`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     oxmpi::request::scope(|s| {
+    ///         let p = world.process_at_rank(1);
+    ///         let req = p.immediate_synchronous_send_with_tag(s, &1u8, 3).unwrap();
+    ///         req.wait().unwrap(); // rank 1 has matched the message
+    ///     });
+    /// } else if world.rank() == 1 {
+    ///     world.process_at_rank(0).receive::<u8>().unwrap();
+    /// }
+    /// ```
     pub fn immediate_synchronous_send_with_tag<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -827,6 +1456,24 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// `MPI_Ibsend`, in `scope` (copied into the attached buffer).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// universe.buffer_attach(vec![0u8; 1 << 20]).unwrap();
+    /// let data = vec![1u16; 1024];
+    /// if world.rank() == 0 {
+    ///     oxmpi::request::scope(|s| {
+    ///         let p = world.process_at_rank(1);
+    ///         let req = p.immediate_buffered_send_with_tag(s, &data[..], 4).unwrap();
+    ///         req.wait().unwrap(); // the data was copied into the attached buffer
+    ///     });
+    /// } else if world.rank() == 1 {
+    ///     world.process_at_rank(0).receive_vec_with_tag::<u16>(4).unwrap();
+    /// }
+    /// universe.buffer_detach().unwrap();
+    /// ```
     pub fn immediate_buffered_send_with_tag<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -840,6 +1487,27 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// `MPI_Irsend`, in `scope` (the matching receive must be posted).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0i32;
+    /// oxmpi::request::scope(|s| {
+    ///     let recv = match world.rank() {
+    ///         1 => Some(world.process_at_rank(0).immediate_receive_into(s, &mut x).unwrap()),
+    ///         _ => None,
+    ///     };
+    ///     world.barrier().unwrap(); // from here rank 1's receive is posted
+    ///     if world.rank() == 0 {
+    ///         let p = world.process_at_rank(1);
+    ///         p.immediate_ready_send_with_tag(s, &7i32, 0).unwrap().wait().unwrap();
+    ///     }
+    ///     if let Some(r) = recv {
+    ///         r.wait().unwrap();
+    ///     }
+    /// });
+    /// ```
     pub fn immediate_ready_send_with_tag<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -853,6 +1521,20 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// `MPI_Isend` of an owned vector, given back by `wait`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let req = world.process_at_rank(0).immediate_send_owned(vec![world.rank(); 4]).unwrap();
+    /// if world.rank() == 0 {
+    ///     for _ in 0..world.size() {
+    ///         world.any_process().receive_vec::<i32>().unwrap();
+    ///     }
+    /// }
+    /// let (v, _) = req.wait().unwrap();
+    /// assert_eq!(v, [world.rank(); 4]);
+    /// ```
     pub fn immediate_send_owned<T: Equivalence>(
         &self,
         buf: Vec<T>,
@@ -861,6 +1543,17 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     /// `MPI_Isend` of an owned vector with `tag`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let req = next.immediate_send_owned_with_tag(vec![0.5f32; 100], 12).unwrap();
+    /// let (got, _) = world.any_process().receive_vec_with_tag::<f32>(12).unwrap();
+    /// let (sent, _) = req.wait().unwrap();
+    /// assert_eq!(got, sent);
+    /// ```
     pub fn immediate_send_owned_with_tag<T: Equivalence>(
         &self,
         buf: Vec<T>,
@@ -874,6 +1567,18 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
 impl<L: Level> Universe<L> {
     /// `MPI_Buffer_attach`: the buffer buffered sends copy into, owned by
     /// the library until [`Universe::buffer_detach`] gives it back.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// universe.buffer_attach(vec![0u8; 1 << 20]).unwrap();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// next.buffered_send_with_tag(&[1u8; 512][..], 0).unwrap();
+    /// world.any_process().receive_vec::<u8>().unwrap();
+    /// let buf = universe.buffer_detach().unwrap();
+    /// assert_eq!(buf.len(), 1 << 20);
+    /// ```
     pub fn buffer_attach(&self, buf: Vec<u8>) -> Result<()> {
         let mut buf = buf.into_boxed_slice();
         let region = crate::buffer::bytes_mut(&mut buf);
@@ -888,6 +1593,14 @@ impl<L: Level> Universe<L> {
 
     /// `MPI_Buffer_detach`: waits until every buffered message has left the
     /// buffer, then returns it.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// universe.buffer_attach(vec![0u8; 4096]).unwrap();
+    /// // ... buffered sends ...
+    /// let buf = universe.buffer_detach().unwrap(); // once every message has left it
+    /// assert_eq!(buf.len(), 4096);
+    /// ```
     pub fn buffer_detach(&self) -> Result<Vec<u8>> {
         self.rt.pml.buffer_detach()?;
         let b = self

@@ -26,6 +26,15 @@ use oxmpi_pml::{Buffer as PBuffer, Layout};
 
 use crate::error::{Error, ErrorClass, Result};
 
+/// The storage order of [`UserDatatype::subarray`]'s full array.
+///
+/// ```
+/// use oxmpi::{Order, UserDatatype};
+/// // Column 1 of a 3x2 column-major (Fortran) array of f32.
+/// let f32s = UserDatatype::of::<f32>();
+/// let col = UserDatatype::subarray(&[3, 2], &[3, 1], &[0, 1], Order::Fortran, &f32s).unwrap();
+/// assert_eq!((col.size(), col.extent()), (12, 24));
+/// ```
 pub use oxmpi_datatype::Order;
 
 /// A type whose values are sent as the bytes its datatype describes.
@@ -57,9 +66,22 @@ pub use oxmpi_datatype::Order;
 pub unsafe trait Equivalence: Copy + Send + Sync + 'static {
     /// Whether every byte of a value is data (no padding): such values are
     /// sent in place, without the convertor.
+    ///
+    /// ```
+    /// use oxmpi::Equivalence;
+    /// assert!(<[u32; 4] as Equivalence>::IS_DENSE);
+    /// assert!(<f64 as Equivalence>::IS_DENSE);
+    /// ```
     const IS_DENSE: bool;
 
     /// The datatype of one value (cheap: cached for named types).
+    ///
+    /// ```
+    /// use oxmpi::Equivalence;
+    /// let t = <[u16; 3] as Equivalence>::equivalent_datatype();
+    /// assert_eq!((t.size(), t.extent()), (6, 6));
+    /// assert!(t.is_contiguous());
+    /// ```
     fn equivalent_datatype() -> UserDatatype;
 }
 
@@ -485,10 +507,21 @@ impl Layout for TypedLayout {
 /// origin at the region's start: the contiguous part when the layout is
 /// contiguous, else a convertor.
 fn typed_buffer(region: MemRegion, dt: &Datatype, count: usize) -> Result<PBuffer> {
+    typed_buffer_at(region, 0, dt, count)
+}
+
+/// [`typed_buffer`] with the datatype origin at position `origin` of
+/// `region` (data may lie before the origin: negative displacements).
+pub(crate) fn typed_buffer_at(
+    region: MemRegion,
+    origin: isize,
+    dt: &Datatype,
+    count: usize,
+) -> Result<PBuffer> {
     let conv = Convertor::new(dt, count)?;
-    conv.check_buffer(region.len(), 0)?;
+    conv.check_buffer(region.len(), origin)?;
     if let Some(range) = conv.contiguous_range() {
-        let (start, len) = (range.start, (range.end - range.start) as usize);
+        let (start, len) = (origin + range.start, (range.end - range.start) as usize);
         if let Some(r) = usize::try_from(start)
             .ok()
             .and_then(|s| region.slice(s, len))
@@ -498,7 +531,7 @@ fn typed_buffer(region: MemRegion, dt: &Datatype, count: usize) -> Result<PBuffe
     }
     Ok(PBuffer::Typed(
         region,
-        Arc::new(TypedLayout { conv, origin: 0 }),
+        Arc::new(TypedLayout { conv, origin }),
     ))
 }
 
@@ -564,6 +597,15 @@ fn check_view<T: Equivalence>(bytes: usize, count: usize, datatype: &UserDatatyp
 impl<'a, T: Equivalence> View<'a, T> {
     /// `count` elements of `datatype` in `buf`. Errors with
     /// [`ErrorClass::Buffer`] when the datatype reaches outside `buf`.
+    ///
+    /// ```
+    /// use oxmpi::{ErrorClass, UserDatatype, View};
+    /// let row = [1u8, 2, 3, 4, 5, 6];
+    /// let pair = UserDatatype::contiguous(2, &UserDatatype::of::<u8>()).unwrap();
+    /// assert!(View::with_count_and_datatype(&row[..], 3, &pair).is_ok());
+    /// let e = View::with_count_and_datatype(&row[..], 4, &pair).unwrap_err();
+    /// assert_eq!(e.class(), ErrorClass::Buffer);
+    /// ```
     pub fn with_count_and_datatype(
         buf: &'a [T],
         count: usize,
@@ -583,6 +625,16 @@ impl<'a, T: Equivalence> View<'a, T> {
 impl<'a, T: Equivalence> MutView<'a, T> {
     /// `count` elements of `datatype` in `buf`. Errors with
     /// [`ErrorClass::Buffer`] when the datatype reaches outside `buf`.
+    ///
+    /// ```
+    /// use oxmpi::{MutView, UserDatatype};
+    /// let mut grid = [0f64; 12]; // 3 rows of 4, row-major
+    /// let col = UserDatatype::vector(3, 1, 4, &UserDatatype::of::<f64>()).unwrap();
+    /// // Column 3: the view starts at its first element.
+    /// assert!(MutView::with_count_and_datatype(&mut grid[3..], 1, &col).is_ok());
+    /// // From row 1 on, three rows do not fit.
+    /// assert!(MutView::with_count_and_datatype(&mut grid[4..], 1, &col).is_err());
+    /// ```
     pub fn with_count_and_datatype(
         buf: &'a mut [T],
         count: usize,

@@ -42,6 +42,7 @@ mod error;
 pub mod framework;
 mod p2p;
 mod progress;
+mod raw;
 pub mod request;
 mod runtime;
 mod status;
@@ -53,9 +54,22 @@ pub use comm::{
     PROC_NULL, TAG_UB,
 };
 pub use datatype::{Equivalence, MutView, Order, UserDatatype, View};
+pub use raw::RawBuffer;
 pub use error::{Error, ErrorClass, Result};
 /// `#[derive(Equivalence)]` for `#[repr(C)]` structs of `Equivalence`
 /// fields (see [`Equivalence`]).
+///
+/// ```
+/// use oxmpi::Equivalence;
+///
+/// #[derive(Equivalence, Clone, Copy, Default)]
+/// #[repr(C)]
+/// struct Point { x: f64, y: f64 }
+///
+/// // No padding: sent in place.
+/// assert!(Point::IS_DENSE);
+/// assert_eq!(Point::equivalent_datatype().size(), 16);
+/// ```
 pub use oxmpi_derive::Equivalence;
 pub use runtime::ThreadLevel;
 pub use status::Status;
@@ -65,12 +79,41 @@ pub use universe::{
 };
 
 /// Re-exports of the PML's protocol counters.
+///
+/// ```no_run
+/// let universe = oxmpi::initialize().unwrap();
+/// universe.world().barrier().unwrap();
+/// let c: oxmpi::Counters = universe.counters();
+/// let eager = c.eager_sendi + c.eager_prepared + c.eager_copy;
+/// println!("{eager} eager, {} rendezvous, {} unexpected", c.rndv, c.unexpected);
+/// ```
 pub use oxmpi_pml::Counters;
 /// The MPI send modes (standard, buffered, synchronous, ready), for the
 /// calls that take a mode.
+///
+/// ```no_run
+/// use oxmpi::{traits::*, SendMode};
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let next = world.process_at_rank((world.rank() + 1) % world.size());
+/// let mut send = next.send_init_owned_mode(vec![1u8; 64], 2, SendMode::Synchronous).unwrap();
+/// send.start().unwrap();
+/// world.any_process().receive_vec_with_tag::<u8>(2).unwrap();
+/// send.wait().unwrap();
+/// ```
 pub use oxmpi_pml::SendMode;
 
 /// The traits a program needs in scope: `use oxmpi::traits::*;`.
+///
+/// ```
+/// use oxmpi::traits::*;
+///
+/// // Equivalence: what travels in messages; Buffer: what a send reads;
+/// // TagSpec: what a receive accepts as its tag.
+/// assert!(f64::IS_DENSE);
+/// assert_eq!(Buffer::count(&vec![0u8; 3]), 3);
+/// assert!(5i32.to_match().is_ok());
+/// ```
 pub mod traits {
     pub use crate::buffer::{Buffer, BufferMut};
     pub use crate::comm::{Source, TagSpec};

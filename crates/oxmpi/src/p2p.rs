@@ -52,7 +52,7 @@ impl<'u, L: Level> Process<'_, 'u, L> {
         Ok(OwnedPersistentRequest::new(self.comm.rt(), id, buf))
     }
 
-    fn persistent_send(&self, pb: PBuffer, tag: i32, mode: SendMode) -> Result<oxmpi_pml::ReqId> {
+    pub(crate) fn persistent_send(&self, pb: PBuffer, tag: i32, mode: SendMode) -> Result<oxmpi_pml::ReqId> {
         check_tag(tag)?;
         let dst = self.dest()?;
         let ctx = self.comm.ctx;

@@ -345,6 +345,18 @@ fn poll_request(rt: &Runtime, id: ReqId, cx: &mut Context<'_>) -> Poll<Result<St
     }
 }
 
+/// A status carrying the error class of a failed request (see
+/// [`OwnedRequest::wait_status`]).
+fn raw_status(r: std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>) -> Status {
+    match r {
+        Ok(s) => Status::from_pml(s),
+        Err(e) => Status::from_pml(oxmpi_pml::Status {
+            error: Some(e.class),
+            ..Default::default()
+        }),
+    }
+}
+
 /// A persistent request (`MPI_Send_init`, `MPI_Recv_init` and the other
 /// modes): created inactive in a [`Scope`], started any number of times
 /// with [`PersistentRequest::start`] (or [`start_all`]), each start
@@ -574,6 +586,20 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
         status_result(r)
     }
 
+    /// `MPI_Wait` in the form of [`OwnedRequest::wait_status`].
+    pub fn wait_status(&mut self) -> Status {
+        let r = self.rt.pml.wait(self.id);
+        self.active = false;
+        raw_status(r)
+    }
+
+    /// `MPI_Test` in the form of [`OwnedRequest::wait_status`].
+    pub fn test_status(&mut self) -> Option<Status> {
+        let r = self.rt.pml.test(self.id).transpose()?;
+        self.active = false;
+        Some(raw_status(r))
+    }
+
     /// `MPI_Test` on the current operation.
     pub fn test(&mut self) -> Option<Result<Status>> {
         let r = self.rt.pml.test(self.id).transpose()?;
@@ -602,6 +628,16 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
             return None;
         }
         self.buf.as_mut().map(AsMut::as_mut)
+    }
+
+    /// `MPI_Request_free`: an active operation goes on and completes on
+    /// its own; the buffer is leaked, never freed under it.
+    pub fn free(mut self) {
+        let _ = self.rt.pml.with(|o| o.request_free(self.id));
+        if let Some(b) = self.buf.take() {
+            std::mem::forget(b);
+        }
+        std::mem::forget(self);
     }
 
     /// Waits for an operation in flight, frees the request, and gives the
@@ -669,6 +705,40 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
         let id = self.id.take().expect("live");
         let r = status_result(self.rt.pml.wait(id));
         (self.buf.take().expect("live"), r)
+    }
+
+    /// Waits; returns the buffer and the status as `MPI_Wait` fills it,
+    /// with the error class (if the request failed) in
+    /// [`Status::error`] instead of an `Err` (the C layer's form: a
+    /// truncated receive still reports source, tag and count).
+    pub fn wait_status(mut self) -> (B, Status) {
+        let id = self.id.take().expect("live");
+        let st = raw_status(self.rt.pml.wait(id));
+        (self.buf.take().expect("live"), st)
+    }
+
+    /// [`OwnedRequest::test`] in the form of [`OwnedRequest::wait_status`].
+    pub fn test_status(mut self) -> std::result::Result<(B, Status), Self> {
+        let id = self.id.expect("live");
+        match self.rt.pml.test(id).transpose() {
+            None => Err(self),
+            Some(r) => {
+                self.id = None;
+                Ok((self.buf.take().expect("live"), raw_status(r)))
+            }
+        }
+    }
+
+    /// `MPI_Request_free`: the operation goes on and completes on its own
+    /// (at the latest in finalize); the buffer is leaked, never freed under
+    /// the operation.
+    pub fn free(mut self) {
+        if let Some(id) = self.id.take() {
+            let _ = self.rt.pml.with(|o| o.request_free(id));
+        }
+        if let Some(b) = self.buf.take() {
+            std::mem::forget(b);
+        }
     }
 
     /// `MPI_Test`: `Ok` with the buffer and status once complete.

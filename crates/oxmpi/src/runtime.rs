@@ -34,6 +34,13 @@ pub(crate) const SELF_CTX: u16 = 2;
 pub(crate) const FIRST_FREE_CTX: u16 = 4;
 
 /// The MPI thread support levels (`MPI_THREAD_*`).
+///
+/// ```
+/// use oxmpi::ThreadLevel;
+/// // Ordered from the least to the most thread support.
+/// assert!(ThreadLevel::Single < ThreadLevel::Funneled);
+/// assert!(ThreadLevel::Serialized < ThreadLevel::Multiple);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ThreadLevel {
     /// `MPI_THREAD_SINGLE`: one thread.

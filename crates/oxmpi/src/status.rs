@@ -4,6 +4,16 @@ use crate::datatype::Equivalence;
 use crate::error::ErrorClass;
 
 /// `MPI_Status`: source, tag, size, whether the request was cancelled.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let mut buf = [0u8; 64];
+/// let status = world.any_process().receive_into(&mut buf[..]).unwrap();
+/// let n = status.count::<u8>().unwrap();
+/// println!("{n} bytes from rank {} with tag {}", status.source_rank(), status.tag());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Status {
     pub(crate) inner: oxmpi_pml::Status,
@@ -16,16 +26,36 @@ impl Status {
 
     /// The rank (in the communicator) the message came from (negative for
     /// an operation on `PROC_NULL`, see [`Status::is_proc_null`]).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// // Answer whoever asked.
+    /// let (question, st) = world.any_process().receive::<u32>().unwrap();
+    /// world.process_at_rank(st.source_rank()).send(&(question * 2)).unwrap();
+    /// ```
     pub fn source_rank(&self) -> i32 {
         self.inner.source
     }
 
     /// The message's tag.
+    ///
+    /// ```
+    /// let s = oxmpi::Status::default();
+    /// assert_eq!(s.tag(), 0);
+    /// ```
     pub fn tag(&self) -> i32 {
         self.inner.tag
     }
 
     /// Bytes received (or sent).
+    ///
+    /// ```
+    /// let s = oxmpi::Status::default();
+    /// assert_eq!(s.bytes(), 0);
+    /// assert_eq!(s.count::<u8>(), Some(s.bytes()));
+    /// ```
     pub fn bytes(&self) -> usize {
         self.inner.bytes
     }
@@ -68,16 +98,34 @@ impl Status {
     }
 
     /// Whether the request was cancelled (`MPI_Test_cancelled`).
+    ///
+    /// ```
+    /// assert!(!oxmpi::Status::default().cancelled());
+    /// ```
     pub fn cancelled(&self) -> bool {
         self.inner.cancelled
     }
 
     /// The error class the request ended with, if any.
+    ///
+    /// ```
+    /// assert_eq!(oxmpi::Status::default().error(), None);
+    /// ```
     pub fn error(&self) -> Option<ErrorClass> {
         self.inner.error
     }
 
     /// Whether this is the status of an operation on `PROC_NULL`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0i32;
+    /// let st = world.null_process().receive_into(&mut x).unwrap();
+    /// assert!(st.is_proc_null());
+    /// assert!(!oxmpi::Status::default().is_proc_null());
+    /// ```
     pub fn is_proc_null(&self) -> bool {
         self.inner.source == oxmpi_pml::ob1::PROC_NULL_STATUS
     }

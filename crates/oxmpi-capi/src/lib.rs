@@ -1,0 +1,23 @@
+//! oxmpi's C ABI: `libmpi_abi.so.1`, the MPI 5.0 standard ABI over the
+//! Rust API.
+//!
+//! Every entry point is exported as `MPI_X` and `PMPI_X`; it looks up its
+//! handles (never dereferencing one: a garbage handle is an error of its
+//! kind's class), builds a [`oxmpi::RawBuffer`] for each `buf, count,
+//! datatype`, and calls the Rust API, so the semantics are the Rust API's.
+//! Errors go through the communicator's error handler
+//! (`MPI_ERRORS_ARE_FATAL` by default: the job is aborted with a message
+//! naming the call and the cause; `MPI_ERRORS_RETURN`: the error class is
+//! returned). Errors of calls without a communicator use
+//! `MPI_COMM_WORLD`'s handler.
+//!
+//! `include/mpi.h` is the standard ABI header; `mpicc` (in `bin/`) wraps
+//! the system C compiler with its include and link flags.
+#![allow(unsafe_code)]
+#![allow(non_snake_case)]
+
+pub mod coll;
+pub mod env;
+pub mod p2p;
+pub mod state;
+pub mod types;

@@ -1,0 +1,325 @@
+//! The C layer's state: the universe, the handle tables, error handlers,
+//! and the entry-point macro.
+//!
+//! Handles follow the MPI 5.0 standard ABI: predefined handles are the
+//! small constants of `mpi.h`; handles the library creates are integers
+//! from [`USER_BASE`] up, one table per kind. A handle is never
+//! dereferenced: a garbage value is looked up, not found, and reported
+//! with the kind's error class.
+
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use oxmpi::request::{OwnedPersistentRequest, OwnedRequest};
+use oxmpi::{Communicator, Error, ErrorClass, RawBuffer, Threading, Universe, UserDatatype};
+
+/// The thread level the universe runs at (the C program's requested
+/// level is recorded separately for `MPI_Query_thread`).
+pub type L = Threading::Multiple;
+/// A communicator of the C layer.
+pub type Comm = Communicator<'static, L>;
+
+/// Handle values of objects the library creates start here.
+pub const USER_BASE: usize = 0x10000;
+
+/// `MPI_COMM_NULL`.
+pub const COMM_NULL: usize = 0x100;
+/// `MPI_COMM_WORLD`.
+pub const COMM_WORLD: usize = 0x101;
+/// `MPI_COMM_SELF`.
+pub const COMM_SELF: usize = 0x102;
+/// `MPI_REQUEST_NULL`.
+pub const REQUEST_NULL: usize = 0x180;
+/// `MPI_DATATYPE_NULL`.
+pub const DATATYPE_NULL: usize = 0x200;
+/// `MPI_ERRORS_ARE_FATAL`.
+pub const ERRORS_ARE_FATAL: usize = 0x141;
+/// `MPI_ERRORS_RETURN`.
+pub const ERRORS_RETURN: usize = 0x142;
+/// `MPI_ERRORS_ABORT`.
+pub const ERRORS_ABORT: usize = 0x143;
+/// `MPI_SUCCESS`.
+pub const SUCCESS: c_int = 0;
+
+/// A table of objects of one kind, addressed by handle.
+pub struct Table<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<usize>,
+}
+
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Table<T> {
+    /// Stores `v`; returns its handle.
+    pub fn insert(&mut self, v: T) -> usize {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(v);
+                i
+            }
+            None => {
+                self.slots.push(Some(v));
+                self.slots.len() - 1
+            }
+        };
+        USER_BASE + i * 8
+    }
+
+    fn index(h: usize) -> Option<usize> {
+        let off = h.checked_sub(USER_BASE)?;
+        (off % 8 == 0).then_some(off / 8)
+    }
+
+    /// The object of handle `h`.
+    pub fn get(&self, h: usize) -> Option<&T> {
+        self.slots.get(Self::index(h)?)?.as_ref()
+    }
+
+    /// The object of handle `h`, mutably.
+    pub fn get_mut(&mut self, h: usize) -> Option<&mut T> {
+        self.slots.get_mut(Self::index(h)?)?.as_mut()
+    }
+
+    /// Removes and returns the object of handle `h`.
+    pub fn remove(&mut self, h: usize) -> Option<T> {
+        let i = Self::index(h)?;
+        let v = self.slots.get_mut(i)?.take()?;
+        self.free.push(i);
+        Some(v)
+    }
+
+    /// Puts `v` back at handle `h` (after [`Table::remove`]).
+    pub fn restore(&mut self, h: usize, v: T) {
+        if let Some(i) = Self::index(h) {
+            if let Some(slot) = self.slots.get_mut(i) {
+                *slot = Some(v);
+                self.free.retain(|&f| f != i);
+            }
+        }
+    }
+}
+
+/// A communicator and what the C layer keeps beside it.
+pub struct CommObj {
+    /// The communicator.
+    pub comm: Comm,
+    /// A duplicate for the collectives built on point-to-point, so their
+    /// messages never match the program's.
+    pub coll: Comm,
+    /// Its error handler (`MPI_ERRORS_ARE_FATAL` by default).
+    pub errh: Mutex<usize>,
+    /// `MPI_Comm_set_name`.
+    pub name: Mutex<String>,
+}
+
+/// A request of the C layer.
+pub enum ReqObj {
+    /// A non-blocking operation.
+    Op(OwnedRequest<'static, RawBuffer, L>, usize),
+    /// A persistent request (and its communicator's handle).
+    Persistent(OwnedPersistentRequest<'static, RawBuffer, L>, usize),
+}
+
+/// A datatype handle's object.
+pub struct TypeObj {
+    /// The datatype.
+    pub dt: UserDatatype,
+    /// Whether `MPI_Type_commit` was called.
+    pub committed: bool,
+}
+
+/// Everything after `MPI_Init`.
+pub struct State {
+    /// The universe (leaked: C handles live until finalize).
+    pub universe: &'static Universe<L>,
+    /// `MPI_COMM_WORLD` and `MPI_COMM_SELF`.
+    pub world: Arc<CommObj>,
+    /// `MPI_COMM_SELF`.
+    pub self_: Arc<CommObj>,
+    /// User communicators.
+    pub comms: Mutex<Table<Arc<CommObj>>>,
+    /// Requests.
+    pub requests: Mutex<Table<ReqObj>>,
+    /// User datatypes.
+    pub types: Mutex<Table<TypeObj>>,
+    /// The level `MPI_Init_thread` provided.
+    pub provided: c_int,
+}
+
+static STATE: OnceLock<State> = OnceLock::new();
+static FINALIZED: Mutex<bool> = Mutex::new(false);
+
+/// Locks `m`, ignoring poisoning (a panic in another entry point was
+/// already reported).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The state, if MPI is initialized and not finalized.
+pub fn state() -> Result<&'static State, Error> {
+    if *lock(&FINALIZED) {
+        return Err(Error::new(
+            ErrorClass::Other,
+            "MPI_Finalize was already called",
+        ));
+    }
+    STATE.get().ok_or_else(|| {
+        Error::new(
+            ErrorClass::Other,
+            "MPI is not initialized (call MPI_Init first)",
+        )
+    })
+}
+
+/// The state even after finalize (for `MPI_Finalized` and friends).
+pub fn state_any() -> Option<&'static State> {
+    STATE.get()
+}
+
+/// Whether finalize ran.
+pub fn finalized() -> bool {
+    *lock(&FINALIZED)
+}
+
+/// Marks MPI finalized.
+pub fn set_finalized() {
+    *lock(&FINALIZED) = true;
+}
+
+/// Installs the state (`MPI_Init`); an error if it was already.
+pub fn install(s: State) -> Result<(), Error> {
+    STATE
+        .set(s)
+        .map_err(|_| Error::new(ErrorClass::Other, "MPI_Init was already called"))
+}
+
+impl State {
+    /// The communicator of handle `h`.
+    pub fn comm(&self, h: usize) -> Result<Arc<CommObj>, Error> {
+        match h {
+            COMM_WORLD => Ok(self.world.clone()),
+            COMM_SELF => Ok(self.self_.clone()),
+            COMM_NULL => Err(Error::new(
+                ErrorClass::Comm,
+                "MPI_COMM_NULL is not a communicator",
+            )),
+            _ => lock(&self.comms).get(h).cloned().ok_or_else(|| {
+                Error::new(
+                    ErrorClass::Comm,
+                    format!("invalid communicator handle {h:#x}"),
+                )
+            }),
+        }
+    }
+
+    /// The datatype of handle `h` (predefined or committed user type).
+    pub fn datatype(&self, h: usize) -> Result<UserDatatype, Error> {
+        if let Some(t) = crate::types::predefined(h) {
+            return Ok(t);
+        }
+        if h == DATATYPE_NULL {
+            return Err(Error::new(
+                ErrorClass::Type,
+                "MPI_DATATYPE_NULL is not a datatype",
+            ));
+        }
+        let g = lock(&self.types);
+        let t = g.get(h).ok_or_else(|| {
+            Error::new(ErrorClass::Type, format!("invalid datatype handle {h:#x}"))
+        })?;
+        if !t.committed {
+            return Err(Error::new(
+                ErrorClass::Type,
+                format!("datatype {h:#x} is not committed (call MPI_Type_commit)"),
+            ));
+        }
+        Ok(t.dt.clone())
+    }
+}
+
+/// The error handler that reports errors of calls on `comm` (or, for calls
+/// without a communicator, `MPI_COMM_WORLD`'s).
+pub fn errhandler_of(comm: Option<usize>) -> usize {
+    let Some(s) = state_any() else {
+        return ERRORS_ARE_FATAL;
+    };
+    let c = comm
+        .and_then(|h| s.comm(h).ok())
+        .unwrap_or_else(|| s.world.clone());
+    let e = *lock(&c.errh);
+    e
+}
+
+/// Reports `e` raised by `func` through the error handler of `comm`:
+/// returns its class under `MPI_ERRORS_RETURN`, aborts the job with a
+/// message naming the call and the cause otherwise.
+pub fn raise(func: &str, comm: Option<usize>, e: &Error) -> c_int {
+    let code = e.class().code();
+    match errhandler_of(comm) {
+        ERRORS_RETURN => code,
+        _ => {
+            let msg = format!("{func}: {e}");
+            eprintln!("oxmpi: fatal error in {msg}");
+            match state_any() {
+                Some(s) if !finalized() => s.universe.abort(code, &msg),
+                _ => std::process::exit(code.max(1)),
+            }
+        }
+    }
+}
+
+/// Defines C entry points under both their `MPI_` and `PMPI_` names. The
+/// body returns `Result<(), Error>`; errors go through the error handler of
+/// the communicator the body names (`comm = expr`), a panic becomes
+/// `MPI_ERR_INTERN`.
+#[macro_export]
+macro_rules! entry {
+    ($(
+        $(#[$m:meta])*
+        fn $name:ident / $pname:ident ($($arg:ident : $ty:ty),* $(,)?) comm = $comm:expr; $body:block
+    )*) => {$(
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// The pointers must be valid as the MPI standard requires for
+        /// this call.
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> ::std::ffi::c_int {
+            let comm: Option<usize> = $comm;
+            let r = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(
+                || -> Result<(), ::oxmpi::Error> { $body },
+            ));
+            match r {
+                Ok(Ok(())) => $crate::state::SUCCESS,
+                Ok(Err(e)) => $crate::state::raise(stringify!($name), comm, &e),
+                Err(_) => $crate::state::raise(
+                    stringify!($name),
+                    comm,
+                    &::oxmpi::Error::new(::oxmpi::ErrorClass::Intern, "internal panic"),
+                ),
+            }
+        }
+
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// As for the `PMPI_` entry point.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> ::std::ffi::c_int {
+            // SAFETY: the same contract, forwarded.
+            unsafe { $pname($($arg),*) }
+        }
+    )*};
+}
+
+/// An `MPI_ERR_ARG` error for a null pointer argument `what`.
+pub fn null_arg(what: &str) -> Error {
+    Error::new(ErrorClass::Arg, format!("{what} is a null pointer"))
+}

@@ -1,0 +1,161 @@
+//! Predefined datatype handles of the standard ABI, and the datatype
+//! calls.
+
+use std::ffi::c_int;
+
+use oxmpi::{ErrorClass, UserDatatype};
+use oxmpi_datatype::{Datatype, Pair, Primitive};
+
+use crate::state::{lock, state, TypeObj};
+
+fn prim(p: Primitive) -> UserDatatype {
+    UserDatatype::from_raw(Datatype::predefined(p))
+}
+
+fn pair(p: Pair) -> UserDatatype {
+    UserDatatype::from_raw(Datatype::pair(p))
+}
+
+fn bytes(n: isize) -> UserDatatype {
+    UserDatatype::from_raw(
+        Datatype::contiguous(n, &Datatype::byte()).unwrap_or_else(|_| Datatype::byte()),
+    )
+}
+
+fn twice(p: Primitive) -> UserDatatype {
+    let t = Datatype::predefined(p);
+    UserDatatype::from_raw(Datatype::contiguous(2, &t).unwrap_or(t))
+}
+
+/// The datatype of predefined handle `h` (x86-64 Linux: `long` is 64-bit,
+/// `char` is signed, `wchar_t` is 32-bit, `long double` is 16 bytes).
+pub fn predefined(h: usize) -> Option<UserDatatype> {
+    use Primitive::*;
+    Some(match h {
+        0x201..=0x203 => prim(I64), // MPI_AINT, MPI_COUNT, MPI_OFFSET
+        0x207 => prim(Packed),
+        0x208 => prim(I16),
+        0x209 => prim(I32),
+        0x20a | 0x20b => prim(I64),
+        0x20c => prim(U16),
+        0x20d => prim(U32),
+        0x20e | 0x20f => prim(U64),
+        0x210 => prim(F32),
+        0x212 | 0x213 => twice(F32),
+        0x214 => prim(F64),
+        0x216 | 0x217 => twice(F64),
+        0x218 | 0x219 => prim(I32), // MPI_LOGICAL, MPI_INTEGER
+        0x21a => prim(F32),
+        0x21b => twice(F32),
+        0x21c => prim(F64),
+        0x21d => twice(F64),
+        0x21e => prim(I8), // MPI_CHARACTER
+        0x220 => bytes(16),
+        0x224 | 0x225 => bytes(32),
+        0x228 => pair(Pair::FloatInt),
+        0x229 => pair(Pair::DoubleInt),
+        0x22a => pair(Pair::LongInt),
+        0x22b => pair(Pair::TwoInt),
+        0x22c => pair(Pair::ShortInt),
+        0x22d => bytes(32),
+        0x230 => pair(Pair::TwoFloat),
+        0x231 => pair(Pair::TwoDouble),
+        0x232 => pair(Pair::TwoInt),
+        0x238 | 0x239 => prim(Bool),
+        0x23c => prim(I32),
+        0x240 => prim(I8),
+        0x241 => prim(U8),
+        0x243 | 0x244 => prim(I8),
+        0x245 => prim(U8),
+        0x247 => prim(Byte),
+        0x248 => prim(I16),
+        0x249 => prim(U16),
+        0x250 => prim(I32),
+        0x251 => prim(U32),
+        0x258 => prim(I64),
+        0x259 => prim(U64),
+        0x2c0 | 0x2c1 => prim(I8),
+        0x2c8 | 0x2c9 => prim(I16),
+        0x2ca => bytes(2),
+        0x2d0 | 0x2d1 => prim(I32),
+        0x2d2 => prim(F32),
+        0x2d3 => bytes(4),
+        0x2d8 | 0x2d9 => prim(I64),
+        0x2da => prim(F64),
+        0x2db => twice(F32),
+        0x2e0..=0x2e2 => bytes(16),
+        0x2e3 => twice(F64),
+        0x2eb => bytes(32),
+        _ => return None,
+    })
+}
+
+/// What a reduction sees of an element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Num {
+    /// Signed integer of this many bytes.
+    I(usize),
+    /// Unsigned integer of this many bytes.
+    U(usize),
+    /// `float`.
+    F32,
+    /// `double`.
+    F64,
+    /// A (value, int index) pair for MINLOC/MAXLOC: value kind, offset of
+    /// the index, extent.
+    Pair(&'static Num, usize, usize),
+}
+
+/// The reduction kind of predefined handle `h`.
+pub fn num_kind(h: usize) -> Option<Num> {
+    static I4: Num = Num::I(4);
+    static I2: Num = Num::I(2);
+    static I8: Num = Num::I(8);
+    static F4: Num = Num::F32;
+    static F8: Num = Num::F64;
+    Some(match h {
+        0x201..=0x203 | 0x20a | 0x20b | 0x258 | 0x2d8 | 0x2d9 => Num::I(8),
+        0x208 | 0x248 | 0x2c8 | 0x2c9 => Num::I(2),
+        0x209 | 0x218 | 0x219 | 0x23c | 0x250 | 0x2d0 | 0x2d1 => Num::I(4),
+        0x20c | 0x249 => Num::U(2),
+        0x20d | 0x251 => Num::U(4),
+        0x20e | 0x20f | 0x259 => Num::U(8),
+        0x210 | 0x21a | 0x2d2 => Num::F32,
+        0x214 | 0x21c | 0x2da => Num::F64,
+        0x21e | 0x240 | 0x243 | 0x244 | 0x2c0 | 0x2c1 => Num::I(1),
+        0x238 | 0x239 => Num::U(1),
+        0x241 | 0x245 | 0x247 => Num::U(1),
+        0x228 => Num::Pair(&F4, 4, 8),
+        0x229 => Num::Pair(&F8, 8, 16),
+        0x22a => Num::Pair(&I8, 8, 16),
+        0x22b | 0x232 => Num::Pair(&I4, 4, 8),
+        0x22c => Num::Pair(&I2, 4, 8),
+        _ => return None,
+    })
+}
+
+/// Stores a new (uncommitted) user datatype; returns its handle.
+pub fn new_type(dt: UserDatatype) -> Result<usize, oxmpi::Error> {
+    let s = state()?;
+    Ok(lock(&s.types).insert(TypeObj {
+        dt,
+        committed: false,
+    }))
+}
+
+/// A datatype argument for a constructor (committed or not).
+pub fn arg_type(h: usize) -> Result<UserDatatype, oxmpi::Error> {
+    if let Some(t) = predefined(h) {
+        return Ok(t);
+    }
+    let s = state()?;
+    lock(&s.types).get(h).map(|t| t.dt.clone()).ok_or_else(|| {
+        oxmpi::Error::new(ErrorClass::Type, format!("invalid datatype handle {h:#x}"))
+    })
+}
+
+/// A C count, checked non-negative.
+pub fn count(n: c_int) -> Result<usize, oxmpi::Error> {
+    usize::try_from(n)
+        .map_err(|_| oxmpi::Error::new(ErrorClass::Count, format!("count {n} is negative")))
+}

@@ -1,0 +1,151 @@
+//! C programs compiled with oxmpi's `mpicc` against the standard-ABI
+//! `mpi.h`, linked to `libmpi_abi.so.1` and run with `oxmpirun` over sm and
+//! tcp (`tests/smoke/*.c`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Lays out the installation (`scripts/build-capi.sh debug`) once.
+fn install() -> PathBuf {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let out = Command::new("sh")
+            .arg(root().join("scripts/build-capi.sh"))
+            .arg("debug")
+            .output()
+            .expect("run build-capi.sh");
+        assert!(
+            out.status.success(),
+            "build-capi.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .expect("prefix")
+                .trim(),
+        )
+    })
+    .clone()
+}
+
+fn compile(name: &str) -> PathBuf {
+    let prefix = install();
+    let dir = std::env::temp_dir().join(format!("oxmpi-capi-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/smoke/{name}.c"));
+    let out = Command::new(prefix.join("bin/mpicc"))
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run mpicc");
+    assert!(
+        out.status.success(),
+        "mpicc {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+fn run(exe: &Path, np: u32, btl: &str) -> (i32, String, String) {
+    let prefix = install();
+    let mut child = Command::new(prefix.join("bin/oxmpirun"))
+        .args(["-n", &np.to_string(), "--mca", "btl", btl])
+        .arg(exe)
+        .env_remove("PMI_FD")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn oxmpirun");
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("{} -n {np} {btl}: timed out", exe.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn check(name: &str, nps: &[u32], expect: &str) {
+    let exe = compile(name);
+    for &np in nps {
+        for btl in ["self,sm", "self,tcp"] {
+            let (code, out, err) = run(&exe, np, btl);
+            assert!(
+                code == 0 && out.contains(expect) && err.trim().is_empty(),
+                "{name} -n {np} btl={btl}: exit {code}\nstdout: {out}\nstderr: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn library_has_the_standard_soname_and_both_symbol_names() {
+    let lib = install().join("lib/libmpi_abi.so.1");
+    let out = Command::new("readelf").arg("-d").arg(&lib).output();
+    if let Ok(out) = out {
+        let s = String::from_utf8_lossy(&out.stdout);
+        assert!(s.contains("Library soname: [libmpi_abi.so.1]"), "{s}");
+    }
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output();
+    if let Ok(out) = out {
+        let s = String::from_utf8_lossy(&out.stdout);
+        for f in [
+            "MPI_Send",
+            "PMPI_Send",
+            "MPI_Wtime",
+            "PMPI_Wtime",
+            "MPI_Init_thread",
+        ] {
+            assert!(
+                s.lines().any(|l| l.ends_with(&format!(" {f}"))),
+                "{f} not exported"
+            );
+        }
+    }
+    assert!(install().join("lib/libmpi.so").exists());
+}
+
+#[test]
+fn mpicc_shows_its_command() {
+    let out = Command::new(install().join("bin/mpicc"))
+        .args(["-show", "-o", "x", "x.c"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("-I") && s.contains("-lmpi_abi") && s.contains("--gc-sections"),
+        "{s}"
+    );
+}
+
+#[test]
+fn ring_in_c() {
+    check("ring", &[1, 2, 5], "ring ok");
+}
+
+#[test]
+fn point_to_point_in_c() {
+    check("p2p", &[2, 3, 8], "p2p ok");
+}

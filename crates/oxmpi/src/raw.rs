@@ -1,0 +1,153 @@
+//! Memory given as an address, a count and a datatype, the way C programs
+//! (and the C ABI layer) give it: [`RawBuffer`]. Creating one is the
+//! `unsafe` promise that the memory outlives the operations given it; from
+//! there, sends, receives and requests are the safe API's.
+#![allow(unsafe_code)]
+
+use oxmpi_btl::mem::MemRegion;
+use oxmpi_datatype::Convertor;
+use oxmpi_pml::{Buffer as PBuffer, SendMode};
+
+use crate::buffer::{Buffer, BufferMut};
+use crate::comm::{Process, Source, TagSpec};
+use crate::datatype::{typed_buffer_at, UserDatatype};
+use crate::error::Result;
+use crate::request::{OwnedPersistentRequest, OwnedRequest};
+use crate::universe::Threading::Level;
+
+/// `count` elements of a datatype at an address (`buf, count, datatype` of
+/// a C call). It has no lifetime: the creator promises the memory stays
+/// valid, so it can be moved into requests that outlive the call.
+///
+/// ```
+/// use oxmpi::{RawBuffer, UserDatatype};
+/// let data = [1.0f64, 2.0, 3.0, 4.0];
+/// let every_other = UserDatatype::vector(2, 1, 2, &UserDatatype::of::<f64>()).unwrap();
+/// // SAFETY: `data` outlives every use of `raw` below.
+/// let raw = unsafe { RawBuffer::new(data.as_ptr().cast(), 1, &every_other) }.unwrap();
+/// assert_eq!(raw.packed_len(), 16);
+/// ```
+#[derive(Debug)]
+pub struct RawBuffer {
+    region: MemRegion,
+    origin: isize,
+    datatype: UserDatatype,
+    count: usize,
+    packed: usize,
+}
+
+impl RawBuffer {
+    /// `count` elements of `datatype` whose origin is `addr` (which may be
+    /// null for `MPI_BOTTOM` with absolute displacements). Errors if the
+    /// data of `count` elements does not fit the address space.
+    ///
+    /// # Safety
+    /// Every byte the data of the elements reaches must stay allocated
+    /// until each operation given this buffer has completed: readable and
+    /// initialized for sends, writable and not otherwise accessed for
+    /// receives.
+    pub unsafe fn new(addr: *const u8, count: usize, datatype: &UserDatatype) -> Result<RawBuffer> {
+        let conv = Convertor::new(datatype.as_raw(), count)?;
+        let packed = conv.packed_size();
+        let (region, origin) = match conv.span() {
+            Some(span) => {
+                let len = (span.end - span.start) as usize;
+                let start = (addr as usize).wrapping_add_signed(span.start);
+                // SAFETY: the caller promises the bytes the elements reach
+                // (exactly this span around `addr`) outlive the operations.
+                (unsafe { MemRegion::new(start as *const u8, len) }, -span.start)
+            }
+            None => (MemRegion::EMPTY, 0),
+        };
+        Ok(RawBuffer {
+            region,
+            origin,
+            datatype: datatype.clone(),
+            count,
+            packed,
+        })
+    }
+
+    /// Bytes of the packed message.
+    pub fn packed_len(&self) -> usize {
+        self.packed
+    }
+
+    fn pml(&self) -> Result<PBuffer> {
+        if self.packed == 0 {
+            return Ok(PBuffer::Contig(MemRegion::EMPTY));
+        }
+        typed_buffer_at(self.region, self.origin, self.datatype.as_raw(), self.count)
+    }
+
+    /// `MPI_Isend` (in `mode`) of this buffer to `dest`: the request owns
+    /// the buffer description.
+    pub fn send_to<'u, L: Level>(
+        self,
+        dest: &Process<'_, 'u, L>,
+        tag: i32,
+        mode: SendMode,
+    ) -> Result<OwnedRequest<'u, RawBuffer, L>> {
+        let id = dest.start_isend(self.pml()?, tag, mode)?;
+        Ok(OwnedRequest::new(dest.comm.rt(), id, self))
+    }
+
+    /// `MPI_Irecv` into this buffer from `source` with `tag`.
+    pub fn receive_from<'u, L: Level, S: Source<'u, L>>(
+        self,
+        source: &S,
+        tag: impl TagSpec,
+    ) -> Result<OwnedRequest<'u, RawBuffer, L>> {
+        let (rt, ctx) = source.rt_ctx();
+        let src = source.match_source()?;
+        let tag = tag.to_match()?;
+        let pb = self.pml()?;
+        let id = rt.pml.with(|o| o.irecv(pb, src, tag, ctx))?;
+        Ok(OwnedRequest::new(rt, id, self))
+    }
+
+    /// `MPI_Send_init` (in `mode`) of this buffer to `dest`.
+    pub fn send_init_to<'u, L: Level>(
+        self,
+        dest: &Process<'_, 'u, L>,
+        tag: i32,
+        mode: SendMode,
+    ) -> Result<OwnedPersistentRequest<'u, RawBuffer, L>> {
+        let id = dest.persistent_send(self.pml()?, tag, mode)?;
+        Ok(OwnedPersistentRequest::new(dest.comm.rt(), id, self))
+    }
+
+    /// `MPI_Recv_init` into this buffer from `source` with `tag`.
+    pub fn receive_init_from<'u, L: Level, S: Source<'u, L>>(
+        self,
+        source: &S,
+        tag: impl TagSpec,
+    ) -> Result<OwnedPersistentRequest<'u, RawBuffer, L>> {
+        let (rt, ctx) = source.rt_ctx();
+        let src = source.match_source()?;
+        let tag = tag.to_match()?;
+        let pb = self.pml()?;
+        let id = rt.pml.with(|o| o.recv_init(pb, src, tag, ctx))?;
+        Ok(OwnedPersistentRequest::new(rt, id, self))
+    }
+}
+
+// SAFETY: the region is what the creator promised valid and initialized.
+unsafe impl Buffer for RawBuffer {
+    fn pml_buffer(&self) -> Result<PBuffer> {
+        self.pml()
+    }
+    fn count(&self) -> usize {
+        self.count
+    }
+}
+
+// SAFETY: the region is what the creator promised writable and unaliased.
+unsafe impl BufferMut for RawBuffer {
+    fn pml_buffer_mut(&mut self) -> Result<PBuffer> {
+        self.pml()
+    }
+    fn count(&self) -> usize {
+        self.count
+    }
+}

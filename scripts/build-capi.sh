@@ -1,0 +1,35 @@
+#!/bin/sh
+# Builds the C ABI library and lays out an MPI installation:
+#   target/oxmpi/{bin/{mpicc,mpicxx,oxmpirun}, include/mpi.h,
+#                 lib/{libmpi_abi.so.1, libmpi_abi.so, libmpi.so}, lib/pkgconfig/}
+# Usage: scripts/build-capi.sh [release|debug]   (default release)
+set -eu
+cd "$(dirname "$0")/.."
+profile=${1:-release}
+flag=--release
+[ "$profile" = debug ] && flag=
+cargo build $flag -p oxmpi-capi -p oxmpi-launch --bins --lib
+target=${CARGO_TARGET_DIR:-target}
+out=$target/oxmpi
+mkdir -p "$out/bin" "$out/include" "$out/lib/pkgconfig"
+cp -f "$target/$profile/libmpi_abi.so" "$out/lib/libmpi_abi.so.1"
+ln -sf libmpi_abi.so.1 "$out/lib/libmpi_abi.so"
+ln -sf libmpi_abi.so.1 "$out/lib/libmpi.so"
+cp -f crates/oxmpi-capi/include/mpi.h "$out/include/mpi.h"
+cp -f crates/oxmpi-capi/bin/mpicc "$out/bin/mpicc"
+ln -sf mpicc "$out/bin/mpicxx"
+cp -f "$target/$profile/oxmpirun" "$out/bin/oxmpirun"
+prefix=$(cd "$out" && pwd)
+cat > "$out/lib/pkgconfig/oxmpi.pc" <<PC
+prefix=$prefix
+includedir=\${prefix}/include
+libdir=\${prefix}/lib
+
+Name: oxmpi
+Description: oxmpi MPI library (MPI 5.0 standard ABI)
+Version: 0.1.0
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lmpi_abi
+PC
+cp -f "$out/lib/pkgconfig/oxmpi.pc" "$out/lib/pkgconfig/mpi.pc"
+echo "$prefix"
