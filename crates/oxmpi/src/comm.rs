@@ -601,7 +601,8 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// let world = universe.world();
     /// let evens: Vec<u32> = (0..world.size() as u32).step_by(2).collect();
     /// let group = world.group().include(&evens).unwrap();
-    /// match world.create_from_group(&group).unwrap() {
+    /// let evens_comm = world.create_from_group(&group).unwrap();
+    /// match evens_comm {
     ///     Some(comm) => assert_eq!(comm.rank(), world.rank() / 2),
     ///     None => assert_eq!(world.rank() % 2, 1),
     /// }
@@ -717,8 +718,8 @@ impl<L: Level> std::fmt::Debug for AnyProcess<'_, '_, L> {
 /// ```
 #[must_use = "a matched message must be received"]
 pub struct Message<'u> {
-    rt: &'u Runtime,
-    msg: Option<oxmpi_pml::Message>,
+    pub(crate) rt: &'u Runtime,
+    pub(crate) msg: Option<oxmpi_pml::Message>,
 }
 
 impl std::fmt::Debug for Message<'_> {
@@ -1017,7 +1018,8 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     /// use oxmpi::traits::*;
     /// let universe = oxmpi::initialize().unwrap();
     /// let world = universe.world();
-    /// if let Some((msg, st)) = world.any_process().immediate_matched_probe_with_tag(5).unwrap() {
+    /// let found = world.any_process().immediate_matched_probe_with_tag(5).unwrap();
+    /// if let Some((msg, st)) = found {
     ///     let (v, _) = msg.matched_receive_vec::<i64>().unwrap();
     ///     println!("{} values from rank {}", v.len(), st.source_rank());
     /// }

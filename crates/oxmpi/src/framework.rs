@@ -17,6 +17,13 @@
 //! launcher's (`OXMPI_JOB_SECRET`, 32 hex digits, set by `oxmpirun`), or
 //! else one that rank 0 draws and publishes before the cards (one more
 //! fence, only under launchers that do not hand one out).
+//!
+//! ```
+//! let mut reg = oxmpi_runtime::mca::Registry::new();
+//! oxmpi::framework::register_params(&mut reg).unwrap();
+//! // The `btl` selection names the transports a job may open.
+//! assert_eq!(reg.selection("btl").unwrap(), ["self", "sm", "tcp"]);
+//! ```
 
 use oxmpi_btl::btl::Btl;
 use oxmpi_btl::self_btl::{self, SelfBtl};
@@ -30,9 +37,28 @@ use crate::error::{Error, ErrorClass, Result};
 
 /// The environment variable through which a launcher hands every rank the
 /// job's secret (32 hexadecimal digits).
+///
+/// ```
+/// use oxmpi::framework::{parse_secret, random_secret, SECRET_ENV};
+/// // What a launcher does: draw a secret and hand it to every rank.
+/// let hex: String = random_secret().unwrap().iter().map(|b| format!("{b:02x}")).collect();
+/// let mut rank = std::process::Command::new("./app");
+/// rank.env(SECRET_ENV, &hex);
+/// assert!(parse_secret(&hex).is_some());
+/// ```
 pub const SECRET_ENV: &str = "OXMPI_JOB_SECRET";
 
 /// A BTL module as the PML holds it.
+///
+/// ```
+/// use oxmpi::framework::DynBtl;
+/// use oxmpi_btl::btl::Btl;
+///
+/// fn names(btls: &[Box<DynBtl>]) -> Vec<&'static str> {
+///     btls.iter().map(|b| b.name()).collect()
+/// }
+/// assert!(names(&[]).is_empty());
+/// ```
 pub type DynBtl = dyn Btl + Send;
 
 /// Registers the parameters of every oxmpi component: the runtime's, each
@@ -56,6 +82,18 @@ pub fn register_params(reg: &mut Registry) -> Result<(), McaError> {
 
 /// The opened modules (in the order the PML sees them) and what this rank
 /// knows of every peer.
+///
+/// ```
+/// use oxmpi_btl::btl::Btl;
+/// use oxmpi_runtime::pmi::{Modex, Pmi};
+/// let mut reg = oxmpi_runtime::mca::Registry::new();
+/// oxmpi::framework::register_params(&mut reg).unwrap();
+/// let mut modex = Modex::new(Pmi::singleton()).unwrap();
+/// let opened = oxmpi::framework::open(&reg, &mut modex).unwrap();
+/// // A job of one rank: `self` only, and one peer (this rank).
+/// assert_eq!(opened.btls.iter().map(|b| b.name()).collect::<Vec<_>>(), ["self"]);
+/// assert_eq!(opened.peers.len(), 1);
+/// ```
 pub struct Opened {
     /// The modules, `self` first.
     pub btls: Vec<Box<DynBtl>>,
@@ -80,6 +118,13 @@ fn intern(what: impl std::fmt::Display) -> Error {
 }
 
 /// Parses a secret of 32 hexadecimal digits.
+///
+/// ```
+/// use oxmpi::framework::parse_secret;
+/// let s = parse_secret("000102030405060708090a0b0c0d0e0f").unwrap();
+/// assert_eq!(s[15], 15);
+/// assert!(parse_secret("not hex").is_none());
+/// ```
 pub fn parse_secret(text: &str) -> Option<[u8; 16]> {
     let t = text.trim().as_bytes();
     if t.len() != 32 {
@@ -94,6 +139,12 @@ pub fn parse_secret(text: &str) -> Option<[u8; 16]> {
 }
 
 /// 16 bytes from the kernel's random source.
+///
+/// ```
+/// let a = oxmpi::framework::random_secret().unwrap();
+/// let b = oxmpi::framework::random_secret().unwrap();
+/// assert_ne!(a, b); // 128 random bits
+/// ```
 pub fn random_secret() -> Result<[u8; 16]> {
     use std::io::Read;
     let mut out = [0u8; 16];
@@ -130,6 +181,17 @@ fn card_key(name: &str) -> String {
 
 /// Opens the selected BTLs, publishes their cards, fences, and reads every
 /// peer's cards. Collective over the job.
+///
+/// ```
+/// use oxmpi_runtime::mca::Registry;
+/// use oxmpi_runtime::pmi::{Modex, Pmi};
+/// let mut reg = Registry::new();
+/// oxmpi::framework::register_params(&mut reg).unwrap();
+/// // A singleton (no launcher): the modex is in-process, nothing to fence.
+/// let mut modex = Modex::new(Pmi::singleton()).unwrap();
+/// let opened = oxmpi::framework::open(&reg, &mut modex).unwrap();
+/// assert!(!opened.btls.is_empty());
+/// ```
 pub fn open(reg: &Registry, modex: &mut Modex) -> Result<Opened> {
     let me = modex.rank();
     let size = modex.size();

@@ -54,7 +54,6 @@ pub use comm::{
     PROC_NULL, TAG_UB,
 };
 pub use datatype::{Equivalence, MutView, Order, UserDatatype, View};
-pub use raw::RawBuffer;
 pub use error::{Error, ErrorClass, Result};
 /// `#[derive(Equivalence)]` for `#[repr(C)]` structs of `Equivalence`
 /// fields (see [`Equivalence`]).
@@ -71,6 +70,7 @@ pub use error::{Error, ErrorClass, Result};
 /// assert_eq!(Point::equivalent_datatype().size(), 16);
 /// ```
 pub use oxmpi_derive::Equivalence;
+pub use raw::{make_status, RawBuffer};
 pub use runtime::ThreadLevel;
 pub use status::Status;
 pub use universe::{

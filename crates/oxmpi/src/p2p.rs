@@ -32,6 +32,20 @@ impl<'u, L: Level> Process<'_, 'u, L> {
     /// `MPI_Send_init` of an owned vector: the request owns it, lends it
     /// out between operations and gives it back (see
     /// [`OwnedPersistentRequest`]).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let mut send = next.send_init_owned(vec![0u32; 8], 1).unwrap();
+    /// for step in 0..4 {
+    ///     send.buffer_mut().unwrap().fill(step);
+    ///     send.start().unwrap();
+    ///     world.any_process().receive_vec_with_tag::<u32>(1).unwrap();
+    ///     send.wait().unwrap();
+    /// }
+    /// ```
     pub fn send_init_owned<T: Equivalence>(
         &self,
         buf: Vec<T>,
@@ -42,6 +56,18 @@ impl<'u, L: Level> Process<'_, 'u, L> {
 
     /// `MPI_Send_init` of an owned vector in `mode` (`Synchronous`,
     /// `Buffered`, `Ready` or `Standard`).
+    ///
+    /// ```no_run
+    /// use oxmpi::{traits::*, SendMode};
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let mut send = next.send_init_owned_mode(vec![1u8; 64], 2, SendMode::Synchronous).unwrap();
+    /// send.start().unwrap();
+    /// world.any_process().receive_vec_with_tag::<u8>(2).unwrap();
+    /// send.wait().unwrap(); // the next rank has matched the message
+    /// let buf = send.into_buffer();
+    /// ```
     pub fn send_init_owned_mode<T: Equivalence>(
         &self,
         buf: Vec<T>,
@@ -52,7 +78,12 @@ impl<'u, L: Level> Process<'_, 'u, L> {
         Ok(OwnedPersistentRequest::new(self.comm.rt(), id, buf))
     }
 
-    pub(crate) fn persistent_send(&self, pb: PBuffer, tag: i32, mode: SendMode) -> Result<oxmpi_pml::ReqId> {
+    pub(crate) fn persistent_send(
+        &self,
+        pb: PBuffer,
+        tag: i32,
+        mode: SendMode,
+    ) -> Result<oxmpi_pml::ReqId> {
         check_tag(tag)?;
         let dst = self.dest()?;
         let ctx = self.comm.ctx;
@@ -73,6 +104,22 @@ impl<'u, L: Level> Process<'_, 'u, L> {
 
     /// `MPI_Send_init`: a persistent standard send of `buf` with `tag`, in
     /// `scope` (see [`PersistentRequest`]).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let out = [world.rank(); 4];
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// oxmpi::request::scope(|s| {
+    ///     let mut send = next.send_init(s, &out, 3).unwrap();
+    ///     for _ in 0..5 {
+    ///         send.start().unwrap();
+    ///         world.any_process().receive_vec_with_tag::<i32>(3).unwrap();
+    ///         send.wait().unwrap();
+    ///     }
+    /// });
+    /// ```
     pub fn send_init<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -86,6 +133,20 @@ impl<'u, L: Level> Process<'_, 'u, L> {
     }
 
     /// `MPI_Ssend_init`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let token = 1u8;
+    /// oxmpi::request::scope(|s| {
+    ///     let mut send = next.synchronous_send_init(s, &token, 0).unwrap();
+    ///     send.start().unwrap();
+    ///     world.any_process().receive::<u8>().unwrap();
+    ///     send.wait().unwrap(); // the next rank has matched the message
+    /// });
+    /// ```
     pub fn synchronous_send_init<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -99,6 +160,22 @@ impl<'u, L: Level> Process<'_, 'u, L> {
     }
 
     /// `MPI_Bsend_init` (needs an attached buffer when started).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// universe.buffer_attach(vec![0u8; 1 << 16]).unwrap();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let data = [2.0f64; 32];
+    /// oxmpi::request::scope(|s| {
+    ///     let mut send = next.buffered_send_init(s, &data[..], 0).unwrap();
+    ///     send.start().unwrap();
+    ///     send.wait().unwrap(); // copied into the attached buffer
+    ///     world.any_process().receive_vec::<f64>().unwrap();
+    /// });
+    /// universe.buffer_detach().unwrap();
+    /// ```
     pub fn buffered_send_init<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,
@@ -112,6 +189,24 @@ impl<'u, L: Level> Process<'_, 'u, L> {
     }
 
     /// `MPI_Rsend_init` (the matching receive must be posted when started).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// let (next, prev) = (world.process_at_rank((r + 1) % n), world.process_at_rank((r + n - 1) % n));
+    /// let mut inb = 0i32;
+    /// oxmpi::request::scope(|s| {
+    ///     let mut recv = prev.receive_init(s, &mut inb, 0).unwrap();
+    ///     let mut send = next.ready_send_init(s, &r, 0).unwrap();
+    ///     recv.start().unwrap();
+    ///     world.barrier().unwrap(); // every rank's receive is posted
+    ///     send.start().unwrap();
+    ///     send.wait().unwrap();
+    ///     recv.wait().unwrap();
+    /// });
+    /// ```
     pub fn ready_send_init<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,

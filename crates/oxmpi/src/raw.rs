@@ -9,11 +9,15 @@ use oxmpi_datatype::Convertor;
 use oxmpi_pml::{Buffer as PBuffer, SendMode};
 
 use crate::buffer::{Buffer, BufferMut};
+use crate::comm::Message;
 use crate::comm::{Process, Source, TagSpec};
 use crate::datatype::{typed_buffer_at, UserDatatype};
 use crate::error::Result;
+use crate::error::{Error, ErrorClass};
 use crate::request::{OwnedPersistentRequest, OwnedRequest};
+use crate::status::Status;
 use crate::universe::Threading::Level;
+use crate::universe::Universe;
 
 /// `count` elements of a datatype at an address (`buf, count, datatype` of
 /// a C call). It has no lifetime: the creator promises the memory stays
@@ -55,7 +59,10 @@ impl RawBuffer {
                 let start = (addr as usize).wrapping_add_signed(span.start);
                 // SAFETY: the caller promises the bytes the elements reach
                 // (exactly this span around `addr`) outlive the operations.
-                (unsafe { MemRegion::new(start as *const u8, len) }, -span.start)
+                (
+                    unsafe { MemRegion::new(start as *const u8, len) },
+                    -span.start,
+                )
             }
             None => (MemRegion::EMPTY, 0),
         };
@@ -65,6 +72,18 @@ impl RawBuffer {
             datatype: datatype.clone(),
             count,
             packed,
+        })
+    }
+
+    /// An empty buffer (for requests that carry only a status, such as the
+    /// completed stand-ins of the C layer); `_status` names the use.
+    pub fn from_status<S>(_status: &S) -> Result<RawBuffer> {
+        Ok(RawBuffer {
+            region: MemRegion::EMPTY,
+            origin: 0,
+            datatype: UserDatatype::of::<u8>(),
+            count: 0,
+            packed: 0,
         })
     }
 
@@ -130,6 +149,84 @@ impl RawBuffer {
         let id = rt.pml.with(|o| o.recv_init(pb, src, tag, ctx))?;
         Ok(OwnedPersistentRequest::new(rt, id, self))
     }
+}
+
+impl RawBuffer {
+    /// `MPI_Imrecv`: receives the matched message `msg` into this buffer.
+    /// `MPI_MESSAGE_NO_PROC` (a message from `PROC_NULL`) gives a request
+    /// that completes at once with the `PROC_NULL` status.
+    pub fn receive_message<'u, L: Level>(
+        self,
+        mut msg: Message<'u>,
+    ) -> Result<OwnedRequest<'u, RawBuffer, L>> {
+        let rt = msg.rt;
+        let pb = self.pml()?;
+        let id = match msg.msg.take() {
+            Some(m) => rt.pml.with(|o| o.imrecv(pb, m))?,
+            None => rt.pml.with(|o| {
+                o.irecv(
+                    PBuffer::Contig(MemRegion::EMPTY),
+                    oxmpi_match::Source::ProcNull,
+                    oxmpi_match::Tag::Any,
+                    crate::runtime::WORLD_CTX,
+                )
+            })?,
+        };
+        Ok(OwnedRequest::new(rt, id, self))
+    }
+}
+
+impl<L: Level> Universe<L> {
+    /// `MPI_Buffer_attach` of memory the caller keeps (the C form of
+    /// [`Universe::buffer_attach`]).
+    ///
+    /// # Safety
+    /// `len` bytes at `addr` must stay valid, and untouched by the caller,
+    /// until [`Universe::buffer_detach_raw`] returns them.
+    pub unsafe fn buffer_attach_raw(&self, addr: *mut u8, len: usize) -> Result<()> {
+        // SAFETY: the caller lends the memory until detach.
+        let region = unsafe { MemRegion::new(addr.cast_const(), len) };
+        self.rt.pml.with(|o| o.buffer_attach(region))?;
+        Ok(())
+    }
+
+    /// `MPI_Buffer_detach` of memory attached by
+    /// [`Universe::buffer_attach_raw`]: waits until every buffered message
+    /// has left it, then gives back its address and length.
+    pub fn buffer_detach_raw(&self) -> Result<(*mut u8, usize)> {
+        if self
+            .rt
+            .bsend_buf
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Err(Error::new(
+                ErrorClass::Buffer,
+                "the attached buffer belongs to the Rust API: use buffer_detach",
+            ));
+        }
+        let r = self.rt.pml.buffer_detach()?;
+        Ok((r.addr() as *mut u8, r.len()))
+    }
+
+    /// `MPI_Buffer_flush`: waits until every buffered message has left the
+    /// attached buffer (which stays attached).
+    pub fn buffer_flush(&self) {
+        self.rt.pml.wait_until(|o| (!o.buffer_busy()).then_some(()));
+    }
+}
+
+/// A status as the C layer builds it: `source`, `tag`, `bytes`,
+/// cancelled (for `MPI_Status_set_cancelled` and generalized requests).
+pub fn make_status(source: i32, tag: i32, bytes: usize, cancelled: bool) -> Status {
+    Status::from_pml(oxmpi_pml::Status {
+        source,
+        tag,
+        bytes,
+        error: None,
+        cancelled,
+    })
 }
 
 // SAFETY: the region is what the creator promised valid and initialized.

@@ -18,6 +18,18 @@
 //! [`start_all`]) live in a scope too. Every request is also a
 //! [`Future`]: awaiting it on any executor lets the progress thread (see
 //! `progress.rs`) drive it and wake the task.
+//!
+//! ```no_run
+//! use oxmpi::traits::*;
+//! let universe = oxmpi::initialize().unwrap();
+//! let world = universe.world();
+//! let next = world.process_at_rank((world.rank() + 1) % world.size());
+//! // Owned: the request holds the vector until `wait` gives it back.
+//! let send = next.immediate_send_owned(vec![1u8; 64]).unwrap();
+//! let (got, _) = world.any_process().receive_vec::<u8>().unwrap();
+//! let (sent, _) = send.wait().unwrap();
+//! assert_eq!(got, sent);
+//! ```
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -37,6 +49,24 @@ use crate::universe::Threading::{self, Level};
 type Slot<'a> = (&'a Runtime, ReqId, bool);
 
 /// The requests of a scope that are still in flight.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let mut inbox = vec![[0u8; 4]; world.size() as usize];
+/// oxmpi::request::scope(|s| {
+///     let reqs: Vec<_> = inbox.iter_mut().enumerate()
+///         .map(|(p, b)| world.process_at_rank(p as i32).immediate_receive_into(s, b).unwrap())
+///         .collect();
+///     for p in 0..world.size() {
+///         world.process_at_rank(p).send(&[world.rank() as u8; 4]).unwrap();
+///     }
+///     oxmpi::request::wait_all(reqs).unwrap();
+/// });
+/// // The scope has ended: every receive is complete and `inbox` is free again.
+/// assert!(inbox.iter().enumerate().all(|(p, b)| *b == [p as u8; 4]));
+/// ```
 pub struct Scope<'a> {
     /// Requests in flight (and persistent requests not yet freed, marked
     /// `true`: the scope frees them after waiting).
@@ -135,6 +165,20 @@ impl<'a> Scope<'a> {
 }
 
 /// A non-blocking operation started in a [`Scope`].
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let mut x = 0i32;
+/// oxmpi::request::scope(|s| {
+///     let req = world.any_process().immediate_receive_into(s, &mut x).unwrap();
+///     world.process_at_rank(world.rank()).send(&7i32).unwrap();
+///     let st = req.wait().unwrap();
+///     assert_eq!(st.source_rank(), world.rank());
+/// });
+/// assert_eq!(x, 7);
+/// ```
 #[must_use = "a request must be waited for (dropping it waits)"]
 pub struct Request<'a, 's> {
     rt: &'a Runtime,
@@ -156,6 +200,18 @@ impl Request<'_, '_> {
     }
 
     /// `MPI_Wait`: blocks until the operation completes.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut buf = [0f64; 8];
+    /// oxmpi::request::scope(|s| {
+    ///     let req = world.any_process().immediate_receive_into(s, &mut buf[..]).unwrap();
+    ///     let st = req.wait().unwrap();
+    ///     println!("{} values from rank {}", st.count::<f64>().unwrap(), st.source_rank());
+    /// });
+    /// ```
     pub fn wait(mut self) -> Result<Status> {
         let id = self.id.expect("a live request has an id");
         let r = self.rt.pml.wait(id);
@@ -164,6 +220,23 @@ impl Request<'_, '_> {
     }
 
     /// `MPI_Test`: the status if it completed, else the request back.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0u32;
+    /// oxmpi::request::scope(|s| {
+    ///     let mut req = world.any_process().immediate_receive_into(s, &mut x).unwrap();
+    ///     let st = loop {
+    ///         match req.test() {
+    ///             Ok(done) => break done.unwrap(),
+    ///             Err(pending) => req = pending, // ... other work, then test again ...
+    ///         }
+    ///     };
+    ///     println!("from rank {}", st.source_rank());
+    /// });
+    /// ```
     pub fn test(mut self) -> std::result::Result<Result<Status>, Self> {
         let id = self.id.expect("a live request has an id");
         let r = self.rt.pml.test(id).transpose();
@@ -178,6 +251,19 @@ impl Request<'_, '_> {
 
     /// `MPI_Cancel`: asks to cancel; the request must still be waited for
     /// and its status says whether the cancel took effect.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0u8;
+    /// oxmpi::request::scope(|s| {
+    ///     let req = world.any_process().immediate_receive_into_with_tag(s, &mut x, 77).unwrap();
+    ///     req.cancel().unwrap();
+    ///     let st = req.wait().unwrap();
+    ///     println!("cancelled: {}", st.cancelled()); // false if a message matched first
+    /// });
+    /// ```
     pub fn cancel(&self) -> Result<()> {
         let id = self.id.expect("a live request has an id");
         Ok(self.rt.pml.with(|o| o.cancel(id))?)
@@ -216,6 +302,26 @@ pub(crate) fn status_result(
 
 /// `MPI_Waitall` over scoped requests: every status in order, or the first
 /// error (after every request completed).
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let (r, n) = (world.rank(), world.size());
+/// let out = vec![r; 4];
+/// let mut ins = vec![[0i32; 4]; n as usize];
+/// oxmpi::request::scope(|s| {
+///     let mut reqs = Vec::new();
+///     for (p, b) in ins.iter_mut().enumerate() {
+///         reqs.push(world.process_at_rank(p as i32).immediate_receive_into(s, b).unwrap());
+///     }
+///     for p in 0..n {
+///         reqs.push(world.process_at_rank(p).immediate_send(s, &out[..]).unwrap());
+///     }
+///     let statuses = oxmpi::request::wait_all(reqs).unwrap();
+///     assert_eq!(statuses.len(), 2 * n as usize);
+/// });
+/// ```
 pub fn wait_all(mut reqs: Vec<Request<'_, '_>>) -> Result<Vec<Status>> {
     let Some(rt) = reqs.first().map(|r| r.rt) else {
         return Ok(Vec::new());
@@ -228,6 +334,23 @@ pub fn wait_all(mut reqs: Vec<Request<'_, '_>>) -> Result<Vec<Status>> {
 
 /// `MPI_Waitany`: waits for one request of `reqs` to complete, removes it,
 /// and returns its index and status; `None` when `reqs` is empty.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let (mut a, mut b) = (0u64, 0u64);
+/// oxmpi::request::scope(|s| {
+///     let mut reqs = vec![
+///         world.process_at_rank(0).immediate_receive_into_with_tag(s, &mut a, 1).unwrap(),
+///         world.any_process().immediate_receive_into_with_tag(s, &mut b, 2).unwrap(),
+///     ];
+///     // Handle each as it completes (indices are into `reqs` as it is now).
+///     while let Some((i, st)) = oxmpi::request::wait_any(&mut reqs) {
+///         println!("request {i} done: tag {}", st.unwrap().tag());
+///     }
+/// });
+/// ```
 pub fn wait_any(reqs: &mut Vec<Request<'_, '_>>) -> Option<(usize, Result<Status>)> {
     if reqs.is_empty() {
         return None;
@@ -243,6 +366,23 @@ pub fn wait_any(reqs: &mut Vec<Request<'_, '_>>) -> Option<(usize, Result<Status
 /// `MPI_Waitsome`: waits until at least one request of `reqs` completes,
 /// removes every completed one, and returns their indices (in `reqs` as it
 /// was) and statuses, in index order; empty when `reqs` is empty.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let mut bufs = vec![[0u8; 32]; 4];
+/// oxmpi::request::scope(|s| {
+///     let mut reqs: Vec<_> = bufs.iter_mut()
+///         .map(|b| world.any_process().immediate_receive_into(s, b).unwrap())
+///         .collect();
+///     while !reqs.is_empty() {
+///         for (i, st) in oxmpi::request::wait_some(&mut reqs) {
+///             println!("{i}: {} bytes", st.unwrap().bytes());
+///         }
+///     }
+/// });
+/// ```
 pub fn wait_some(reqs: &mut Vec<Request<'_, '_>>) -> Vec<(usize, Result<Status>)> {
     let Some(rt) = reqs.first().map(|r| r.rt) else {
         return Vec::new();
@@ -254,6 +394,24 @@ pub fn wait_some(reqs: &mut Vec<Request<'_, '_>>) -> Vec<(usize, Result<Status>)
 
 /// `MPI_Testsome`: like [`wait_some`] but does not block: after one
 /// progress pass, the completed requests (possibly none).
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let mut bufs = vec![0i32; 3];
+/// oxmpi::request::scope(|s| {
+///     let mut reqs: Vec<_> = bufs.iter_mut()
+///         .map(|b| world.any_process().immediate_receive_into(s, b).unwrap())
+///         .collect();
+///     let mut received = 0;
+///     while !reqs.is_empty() {
+///         received += oxmpi::request::test_some(&mut reqs).len();
+///         // ... other work between passes ...
+///     }
+///     assert_eq!(received, 3);
+/// });
+/// ```
 pub fn test_some(reqs: &mut Vec<Request<'_, '_>>) -> Vec<(usize, Result<Status>)> {
     let Some(rt) = reqs.first().map(|r| r.rt) else {
         return Vec::new();
@@ -264,6 +422,23 @@ pub fn test_some(reqs: &mut Vec<Request<'_, '_>>) -> Vec<(usize, Result<Status>)
 }
 
 /// `MPI_Testany`: one completed request of `reqs` (removed), if any.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let mut bufs = [0u16; 2];
+/// oxmpi::request::scope(|s| {
+///     let mut reqs: Vec<_> = bufs.iter_mut()
+///         .map(|b| world.any_process().immediate_receive_into(s, b).unwrap())
+///         .collect();
+///     while !reqs.is_empty() {
+///         if let Some((i, st)) = oxmpi::request::test_any(&mut reqs) {
+///             println!("request {i}: tag {}", st.unwrap().tag());
+///         }
+///     }
+/// });
+/// ```
 pub fn test_any(reqs: &mut Vec<Request<'_, '_>>) -> Option<(usize, Result<Status>)> {
     // Test them all, keep the first: the others stay in `reqs`, their
     // completion recorded in the engine until tested again.
@@ -281,6 +456,25 @@ pub fn test_any(reqs: &mut Vec<Request<'_, '_>>) -> Option<(usize, Result<Status
 /// `MPI_Testall`: if every request of `reqs` has completed, all their
 /// statuses in order (the first error if one failed) and `reqs` is emptied;
 /// otherwise `None` and `reqs` is unchanged.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let mut bufs = [0u8; 2];
+/// oxmpi::request::scope(|s| {
+///     let mut reqs: Vec<_> = bufs.iter_mut()
+///         .map(|b| world.any_process().immediate_receive_into(s, b).unwrap())
+///         .collect();
+///     let statuses = loop {
+///         if let Some(all) = oxmpi::request::test_all(&mut reqs) {
+///             break all.unwrap();
+///         }
+///     };
+///     assert_eq!(statuses.len(), 2);
+///     assert!(reqs.is_empty());
+/// });
+/// ```
 pub fn test_all(reqs: &mut Vec<Request<'_, '_>>) -> Option<Result<Vec<Status>>> {
     let Some(rt) = reqs.first().map(|r| r.rt) else {
         return Some(Ok(Vec::new()));
@@ -422,6 +616,22 @@ impl<'a> Scope<'a> {
 
 impl PersistentRequest<'_, '_> {
     /// `MPI_Start`. Error ([`ErrorClass::Request`]) if it is active.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let data = [1.0f32; 16];
+    /// oxmpi::request::scope(|s| {
+    ///     let mut send = next.send_init(s, &data[..], 0).unwrap();
+    ///     for _ in 0..3 {
+    ///         send.start().unwrap();
+    ///         world.any_process().receive_vec::<f32>().unwrap();
+    ///         send.wait().unwrap();
+    ///     }
+    /// });
+    /// ```
     pub fn start(&mut self) -> Result<()> {
         self.rt.pml.with(|o| o.start(self.id))?;
         self.active = true;
@@ -429,12 +639,43 @@ impl PersistentRequest<'_, '_> {
     }
 
     /// Whether a started operation has not been waited for yet.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0i64;
+    /// oxmpi::request::scope(|s| {
+    ///     let mut recv = world.any_process().receive_init(s, &mut x, 0).unwrap();
+    ///     assert!(!recv.is_active());
+    ///     recv.start().unwrap();
+    ///     assert!(recv.is_active());
+    ///     world.process_at_rank(world.rank()).send(&5i64).unwrap();
+    ///     recv.wait().unwrap();
+    ///     assert!(!recv.is_active());
+    /// });
+    /// ```
     pub fn is_active(&self) -> bool {
         self.active
     }
 
     /// `MPI_Wait`: completes the current operation (an inactive request
     /// gives an empty status at once).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0u32;
+    /// oxmpi::request::scope(|s| {
+    ///     let mut recv = world.any_process().receive_init(s, &mut x, 1).unwrap();
+    ///     for _ in 0..3 {
+    ///         recv.start().unwrap();
+    ///         let st = recv.wait().unwrap();
+    ///         println!("from rank {}", st.source_rank());
+    ///     }
+    /// });
+    /// ```
     pub fn wait(&mut self) -> Result<Status> {
         let r = self.rt.pml.wait(self.id);
         self.active = false;
@@ -442,6 +683,24 @@ impl PersistentRequest<'_, '_> {
     }
 
     /// `MPI_Test`: the status once the current operation has completed.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0u32;
+    /// oxmpi::request::scope(|s| {
+    ///     let mut recv = world.any_process().receive_init(s, &mut x, 1).unwrap();
+    ///     recv.start().unwrap();
+    ///     let st = loop {
+    ///         if let Some(r) = recv.test() {
+    ///             break r.unwrap();
+    ///         }
+    ///         // ... other work ...
+    ///     };
+    ///     println!("from rank {}", st.source_rank());
+    /// });
+    /// ```
     pub fn test(&mut self) -> Option<Result<Status>> {
         let r = self.rt.pml.test(self.id).transpose()?;
         self.active = false;
@@ -449,6 +708,20 @@ impl PersistentRequest<'_, '_> {
     }
 
     /// `MPI_Cancel` of the current operation.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut x = 0u8;
+    /// oxmpi::request::scope(|s| {
+    ///     let mut recv = world.any_process().receive_init(s, &mut x, 99).unwrap();
+    ///     recv.start().unwrap();
+    ///     recv.cancel().unwrap();
+    ///     let st = recv.wait().unwrap();
+    ///     println!("cancelled: {}", st.cancelled());
+    /// });
+    /// ```
     pub fn cancel(&self) -> Result<()> {
         Ok(self.rt.pml.with(|o| o.cancel(self.id))?)
     }
@@ -474,6 +747,25 @@ mod sealed {
 
 /// A persistent request that [`start_all`] can start: a
 /// [`PersistentRequest`] or an [`OwnedPersistentRequest`].
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// use oxmpi::request::Startable;
+/// let (r, n) = (world.rank(), world.size());
+/// let (next, prev) = (world.process_at_rank((r + 1) % n), world.process_at_rank((r + n - 1) % n));
+/// let mut inb = [0u8; 8];
+/// let mut send = next.send_init_owned(vec![1u8; 8], 0).unwrap();
+/// oxmpi::request::scope(|s| {
+///     let mut recv = prev.receive_init(s, &mut inb, 0).unwrap();
+///     // Scoped and owned persistent requests, started together.
+///     let mut both: [&mut dyn Startable; 2] = [&mut recv, &mut send];
+///     oxmpi::request::start_all(&mut both).unwrap();
+///     send.wait().unwrap();
+///     recv.wait().unwrap();
+/// });
+/// ```
 pub trait Startable: sealed::Persistent {}
 
 impl sealed::Persistent for PersistentRequest<'_, '_> {
@@ -498,6 +790,22 @@ impl<B, L: Level> Startable for OwnedPersistentRequest<'_, B, L> {}
 
 /// `MPI_Startall`: starts every request, under one lock (stops at the
 /// first that fails, for example because it is already active).
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let (r, n) = (world.rank(), world.size());
+/// let (next, prev) = (world.process_at_rank((r + 1) % n), world.process_at_rank((r + n - 1) % n));
+/// let (out, mut inb) = ([r; 2], [0i32; 2]);
+/// oxmpi::request::scope(|s| {
+///     let mut recv = prev.receive_init(s, &mut inb, 0).unwrap();
+///     let mut send = next.send_init(s, &out, 0).unwrap();
+///     oxmpi::request::start_all(&mut [&mut recv, &mut send]).unwrap();
+///     send.wait().unwrap();
+///     recv.wait().unwrap();
+/// });
+/// ```
 pub fn start_all(reqs: &mut [&mut dyn Startable]) -> Result<()> {
     let Some(pml) = reqs
         .first()
@@ -568,6 +876,17 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
     }
 
     /// `MPI_Start`. Error ([`ErrorClass::Request`]) if it is active.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let mut send = next.send_init_owned(vec![0u8; 32], 0).unwrap();
+    /// send.start().unwrap();
+    /// world.any_process().receive_vec::<u8>().unwrap();
+    /// send.wait().unwrap();
+    /// ```
     pub fn start(&mut self) -> Result<()> {
         self.rt.pml.with(|o| o.start(self.id))?;
         self.active = true;
@@ -575,18 +894,71 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
     }
 
     /// Whether a started operation has not been waited for yet.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let mut send = next.send_init_owned(vec![3i32; 4], 0).unwrap();
+    /// send.start().unwrap();
+    /// assert!(send.is_active() && send.buffer().is_none()); // lent out
+    /// world.any_process().receive_vec::<i32>().unwrap();
+    /// send.wait().unwrap();
+    /// assert!(!send.is_active());
+    /// ```
     pub fn is_active(&self) -> bool {
         self.active
     }
 
     /// `MPI_Wait` on the current operation (an empty status when inactive).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut recv = world.any_process().receive_init_owned(vec![0u64; 4], 2).unwrap();
+    /// recv.start().unwrap();
+    /// let st = recv.wait().unwrap();
+    /// println!("{:?} from rank {}", recv.buffer().unwrap(), st.source_rank());
+    /// ```
     pub fn wait(&mut self) -> Result<Status> {
         let r = self.rt.pml.wait(self.id);
         self.active = false;
         status_result(r)
     }
 
+    /// Whether the current operation has completed (after one progress
+    /// pass); an inactive request counts as complete.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let recv = world.any_process().receive_init_owned(vec![0u8; 4], 0).unwrap();
+    /// assert!(recv.is_complete()); // not started yet
+    /// ```
+    pub fn is_complete(&self) -> bool {
+        !self.active
+            || self.rt.pml.with(|o| {
+                o.progress();
+                o.is_complete(self.id).unwrap_or(true)
+            })
+    }
+
     /// `MPI_Wait` in the form of [`OwnedRequest::wait_status`].
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut recv = world.any_process().receive_init_owned(vec![0u8; 4], 0).unwrap();
+    /// recv.start().unwrap();
+    /// let st = recv.wait_status(); // never an `Err`: a failure is in the status
+    /// if let Some(class) = st.error() {
+    ///     eprintln!("receive from rank {} failed: {class:?}", st.source_rank());
+    /// }
+    /// ```
     pub fn wait_status(&mut self) -> Status {
         let r = self.rt.pml.wait(self.id);
         self.active = false;
@@ -594,6 +966,20 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
     }
 
     /// `MPI_Test` in the form of [`OwnedRequest::wait_status`].
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut recv = world.any_process().receive_init_owned(vec![0u8; 4], 0).unwrap();
+    /// recv.start().unwrap();
+    /// let st = loop {
+    ///     if let Some(st) = recv.test_status() {
+    ///         break st;
+    ///     }
+    /// };
+    /// println!("{} bytes, error {:?}", st.bytes(), st.error());
+    /// ```
     pub fn test_status(&mut self) -> Option<Status> {
         let r = self.rt.pml.test(self.id).transpose()?;
         self.active = false;
@@ -601,6 +987,21 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
     }
 
     /// `MPI_Test` on the current operation.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut recv = world.any_process().receive_init_owned(vec![0f32; 8], 0).unwrap();
+    /// recv.start().unwrap();
+    /// let st = loop {
+    ///     if let Some(r) = recv.test() {
+    ///         break r.unwrap();
+    ///     }
+    ///     // ... other work ...
+    /// };
+    /// println!("{:?} from rank {}", recv.buffer().unwrap(), st.source_rank());
+    /// ```
     pub fn test(&mut self) -> Option<Result<Status>> {
         let r = self.rt.pml.test(self.id).transpose()?;
         self.active = false;
@@ -608,11 +1009,33 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
     }
 
     /// `MPI_Cancel` of the current operation.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut recv = world.any_process().receive_init_owned(vec![0u8; 8], 1234).unwrap();
+    /// recv.start().unwrap();
+    /// recv.cancel().unwrap();
+    /// println!("cancelled: {}", recv.wait().unwrap().cancelled());
+    /// ```
     pub fn cancel(&self) -> Result<()> {
         Ok(self.rt.pml.with(|o| o.cancel(self.id))?)
     }
 
     /// The buffer, while no operation is in flight.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut recv = world.process_at_rank(0).receive_init_owned(vec![0i32; 4], 0).unwrap();
+    /// recv.start().unwrap();
+    /// assert!(recv.buffer().is_none()); // lent to the operation in flight
+    /// recv.wait().unwrap();
+    /// let data: &Vec<i32> = recv.buffer().unwrap();
+    /// println!("{data:?}");
+    /// ```
     pub fn buffer(&self) -> Option<&B> {
         (!self.active).then_some(self.buf.as_ref()?)
     }
@@ -620,6 +1043,20 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
     /// The buffer to change before the next start, while no operation is
     /// in flight. A slice, so its length (what the request was built for)
     /// cannot change.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let mut send = next.send_init_owned(vec![0u16; 16], 0).unwrap();
+    /// for step in 0..3u16 {
+    ///     send.buffer_mut().unwrap().fill(step); // same length, new data
+    ///     send.start().unwrap();
+    ///     world.any_process().receive_vec::<u16>().unwrap();
+    ///     send.wait().unwrap();
+    /// }
+    /// ```
     pub fn buffer_mut<T>(&mut self) -> Option<&mut [T]>
     where
         B: AsMut<[T]>,
@@ -632,6 +1069,17 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
 
     /// `MPI_Request_free`: an active operation goes on and completes on
     /// its own; the buffer is leaked, never freed under it.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let mut send = next.send_init_owned(vec![0u8; 8], 0).unwrap();
+    /// send.start().unwrap();
+    /// send.free(); // the send goes on; its buffer is leaked
+    /// world.any_process().receive_vec::<u8>().unwrap();
+    /// ```
     pub fn free(mut self) {
         let _ = self.rt.pml.with(|o| o.request_free(self.id));
         if let Some(b) = self.buf.take() {
@@ -642,6 +1090,18 @@ impl<'u, B, L: Level> OwnedPersistentRequest<'u, B, L> {
 
     /// Waits for an operation in flight, frees the request, and gives the
     /// buffer back.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let mut send = next.send_init_owned(vec![9u8; 100], 0).unwrap();
+    /// send.start().unwrap();
+    /// world.any_process().receive_vec::<u8>().unwrap();
+    /// let buf: Vec<u8> = send.into_buffer(); // waits, then frees the request
+    /// assert_eq!(buf.len(), 100);
+    /// ```
     pub fn into_buffer(mut self) -> B {
         let _ = self.rt.pml.wait(self.id);
         self.active = false;
@@ -695,12 +1155,35 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
 
     /// Waits for completion; returns the buffer and the status (or the
     /// error, with the buffer still returned through [`OwnedRequest::wait_buf`]).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let req = world.any_process().immediate_receive_owned(vec![0u32; 16], 0).unwrap();
+    /// world.process_at_rank(world.rank()).send(&[5u32; 16][..]).unwrap();
+    /// let (buf, st) = req.wait().unwrap();
+    /// assert_eq!(buf, [5; 16]);
+    /// assert_eq!(st.count::<u32>(), Some(16));
+    /// ```
     pub fn wait(self) -> Result<(B, Status)> {
         let (b, s) = self.wait_buf();
         s.map(|s| (b, s))
     }
 
     /// Waits; returns the buffer whatever happened, and the status or error.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let req = world.any_process().immediate_receive_owned(vec![0u8; 4], 0).unwrap();
+    /// let (buf, result) = req.wait_buf();
+    /// match result {
+    ///     Ok(st) => println!("{:?} from rank {}", &buf[..st.bytes()], st.source_rank()),
+    ///     Err(e) => eprintln!("{e} (the {} bytes of buffer are still ours)", buf.len()),
+    /// }
+    /// ```
     pub fn wait_buf(mut self) -> (B, Result<Status>) {
         let id = self.id.take().expect("live");
         let r = status_result(self.rt.pml.wait(id));
@@ -711,6 +1194,18 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     /// with the error class (if the request failed) in
     /// [`Status::error`] instead of an `Err` (the C layer's form: a
     /// truncated receive still reports source, tag and count).
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// use oxmpi::ErrorClass;
+    /// let req = world.any_process().immediate_receive_owned(vec![0u8; 4], 0).unwrap();
+    /// let (buf, st) = req.wait_status();
+    /// if st.error() == Some(ErrorClass::Truncate) {
+    ///     println!("rank {} sent more than {} bytes", st.source_rank(), buf.len());
+    /// }
+    /// ```
     pub fn wait_status(mut self) -> (B, Status) {
         let id = self.id.take().expect("live");
         let st = raw_status(self.rt.pml.wait(id));
@@ -718,6 +1213,20 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     }
 
     /// [`OwnedRequest::test`] in the form of [`OwnedRequest::wait_status`].
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut req = world.any_process().immediate_receive_owned(vec![0i32; 8], 0).unwrap();
+    /// let (buf, st) = loop {
+    ///     match req.test_status() {
+    ///         Ok(done) => break done,
+    ///         Err(pending) => req = pending, // ... other work, then test again ...
+    ///     }
+    /// };
+    /// println!("{buf:?} (error: {:?})", st.error());
+    /// ```
     pub fn test_status(mut self) -> std::result::Result<(B, Status), Self> {
         let id = self.id.expect("live");
         match self.rt.pml.test(id).transpose() {
@@ -729,9 +1238,41 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
         }
     }
 
+    /// Whether the operation has completed (after one progress pass),
+    /// without consuming the request.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let req = world.any_process().immediate_receive_owned(vec![0u8; 16], 0).unwrap();
+    /// while !req.is_complete() {
+    ///     // ... other work ...
+    /// }
+    /// let (buf, _) = req.wait().unwrap(); // returns at once
+    /// ```
+    pub fn is_complete(&self) -> bool {
+        self.id.map_or(true, |id| {
+            self.rt.pml.with(|o| {
+                o.progress();
+                o.is_complete(id).unwrap_or(true)
+            })
+        })
+    }
+
     /// `MPI_Request_free`: the operation goes on and completes on its own
     /// (at the latest in finalize); the buffer is leaked, never freed under
     /// the operation.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = world.process_at_rank((world.rank() + 1) % world.size());
+    /// let req = next.immediate_send_owned(vec![1u8; 8]).unwrap();
+    /// req.free(); // fire and forget: the vector is leaked, never freed under the send
+    /// world.any_process().receive_vec::<u8>().unwrap();
+    /// ```
     pub fn free(mut self) {
         if let Some(id) = self.id.take() {
             let _ = self.rt.pml.with(|o| o.request_free(id));
@@ -742,6 +1283,20 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     }
 
     /// `MPI_Test`: `Ok` with the buffer and status once complete.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut req = world.process_at_rank(0).immediate_receive_owned(vec![0f64; 3], 0).unwrap();
+    /// let (buf, result) = loop {
+    ///     match req.test() {
+    ///         Ok(done) => break done,
+    ///         Err(pending) => req = pending, // ... other work, then test again ...
+    ///     }
+    /// };
+    /// println!("{buf:?} ({} bytes)", result.unwrap().bytes());
+    /// ```
     pub fn test(mut self) -> std::result::Result<(B, Result<Status>), Self> {
         let id = self.id.expect("live");
         match self.rt.pml.test(id).transpose() {
@@ -755,6 +1310,16 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     }
 
     /// `MPI_Cancel`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let req = world.any_process().immediate_receive_owned(vec![0u8; 8], 500).unwrap();
+    /// req.cancel().unwrap();
+    /// let (_buf, st) = req.wait().unwrap();
+    /// println!("cancelled: {}", st.cancelled());
+    /// ```
     pub fn cancel(&self) -> Result<()> {
         let id = self.id.expect("live");
         Ok(self.rt.pml.with(|o| o.cancel(id))?)

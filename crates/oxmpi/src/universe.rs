@@ -34,6 +34,12 @@ use crate::runtime::{Runtime, ThreadLevel, SELF_CTX, WORLD_CTX};
 
 /// The thread levels as types: pass one to [`initialize_with_threading`]
 /// (`oxmpi::initialize_with_threading(Threading::Multiple)`).
+///
+/// ```no_run
+/// use oxmpi::{ThreadLevel, Threading};
+/// let universe = oxmpi::initialize_with_threading(Threading::Serialized).unwrap();
+/// assert_eq!(universe.threading(), ThreadLevel::Serialized);
+/// ```
 #[allow(non_snake_case)]
 pub mod Threading {
     use std::cell::Cell;
@@ -48,35 +54,115 @@ pub mod Threading {
     /// A thread level (one of the four unit types of this module). Its
     /// `Marker` decides whether the universe and every handle borrowing it
     /// are `Send` and `Sync`.
+    ///
+    /// ```
+    /// use oxmpi::{ThreadLevel, Threading::{self, Level}};
+    /// fn level_of<L: Level>(_: L) -> ThreadLevel {
+    ///     L::LEVEL
+    /// }
+    /// assert_eq!(level_of(Threading::Funneled), ThreadLevel::Funneled);
+    /// ```
     pub trait Level: sealed::Sealed + Copy + Default + 'static {
         /// The level's value.
+        ///
+        /// ```
+        /// use oxmpi::{ThreadLevel, Threading::{Level, Multiple}};
+        /// assert_eq!(Multiple::LEVEL, ThreadLevel::Multiple);
+        /// ```
         const LEVEL: ThreadLevel;
         /// Zero-sized; carries the level's `Send`/`Sync`.
+        ///
+        /// ```
+        /// use oxmpi::Threading::{Level, OneAtATime, Serialized};
+        /// let marker: <Serialized as Level>::Marker = Default::default();
+        /// let _: OneAtATime = marker;
+        /// assert_eq!(std::mem::size_of_val(&marker), 0);
+        /// ```
         type Marker: Copy + Default + std::fmt::Debug;
     }
 
     /// `MPI_THREAD_SINGLE`: the handles are neither `Send` nor `Sync`.
+    ///
+    /// ```no_run
+    /// use oxmpi::{ThreadLevel, Threading, Universe};
+    /// // What `oxmpi::initialize` gives.
+    /// let universe: Universe<Threading::Single> = oxmpi::initialize().unwrap();
+    /// assert_eq!(universe.threading(), ThreadLevel::Single);
+    /// ```
     #[derive(Clone, Copy, Debug, Default)]
     pub struct Single;
     /// `MPI_THREAD_FUNNELED`: only the initializing thread calls MPI, so
     /// the handles are neither `Send` nor `Sync`.
+    ///
+    /// ```no_run
+    /// use oxmpi::Threading;
+    /// let universe = oxmpi::initialize_with_threading(Threading::Funneled).unwrap();
+    /// // Threads compute; only this one calls MPI.
+    /// let sum: u64 = std::thread::scope(|s| s.spawn(|| (1..=100u64).sum()).join().unwrap());
+    /// universe.world().process_at_rank(0).send(&sum).unwrap();
+    /// ```
     #[derive(Clone, Copy, Debug, Default)]
     pub struct Funneled;
     /// `MPI_THREAD_SERIALIZED`: any one thread at a time: `Send`, not
     /// `Sync`.
+    ///
+    /// ```no_run
+    /// use oxmpi::Threading;
+    /// let universe = oxmpi::initialize_with_threading(Threading::Serialized).unwrap();
+    /// // A handle can move to another thread (one thread at a time calls MPI).
+    /// let handle = universe.clone();
+    /// let rank = std::thread::spawn(move || handle.world().rank()).join().unwrap();
+    /// assert_eq!(rank, universe.world().rank());
+    /// ```
     #[derive(Clone, Copy, Debug, Default)]
     pub struct Serialized;
     /// `MPI_THREAD_MULTIPLE`: `Send` and `Sync`.
+    ///
+    /// ```no_run
+    /// use oxmpi::Threading;
+    /// let universe = oxmpi::initialize_with_threading(Threading::Multiple).unwrap();
+    /// let world = universe.world();
+    /// std::thread::scope(|s| {
+    ///     for t in 0..4 {
+    ///         let world = &world;
+    ///         s.spawn(move || {
+    ///             let me = world.process_at_rank(world.rank());
+    ///             let mut got = -1;
+    ///             me.send_receive_into(&t, t, &me, &mut got, t).unwrap();
+    ///             assert_eq!(got, t);
+    ///         });
+    ///     }
+    /// });
+    /// ```
     #[derive(Clone, Copy, Debug, Default)]
     pub struct Multiple;
 
     /// Not `Send`, not `Sync`.
+    ///
+    /// ```
+    /// use oxmpi::Threading::{Confined, Funneled, Level};
+    /// let marker: <Funneled as Level>::Marker = Default::default();
+    /// let _: Confined = marker;
+    /// ```
     #[derive(Clone, Copy, Debug, Default)]
     pub struct Confined(PhantomData<*const ()>);
     /// `Send`, not `Sync`.
+    ///
+    /// ```
+    /// use oxmpi::Threading::OneAtATime;
+    /// fn movable<T: Send>(_: T) {}
+    /// movable(OneAtATime::default());
+    /// ```
     #[derive(Clone, Copy, Debug, Default)]
     pub struct OneAtATime(PhantomData<Cell<()>>);
     /// `Send` and `Sync`.
+    ///
+    /// ```
+    /// use oxmpi::Threading::{Level, Multiple, Shared};
+    /// fn shareable<T: Send + Sync>(_: T) {}
+    /// shareable(Shared);
+    /// let _: Shared = <Multiple as Level>::Marker::default();
+    /// ```
     #[derive(Clone, Copy, Debug, Default)]
     pub struct Shared;
 
@@ -111,6 +197,14 @@ static ENDED: Mutex<bool> = Mutex::new(false);
 
 /// A handle on the initialized MPI library. Dropping the last handle (every
 /// clone, and those [`universe`] handed out) finalizes MPI.
+///
+/// ```no_run
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// println!("rank {} of {} ({:?})", world.rank(), world.size(), universe.threading());
+/// drop(world);
+/// universe.finalize().unwrap(); // or let the last handle drop
+/// ```
 pub struct Universe<L: Level = Threading::Single> {
     pub(crate) rt: Arc<Runtime>,
     _level: PhantomData<L::Marker>,
@@ -224,54 +318,127 @@ pub fn universe() -> Option<Universe<Threading::Single>> {
 
 impl<L: Level> Universe<L> {
     /// `MPI_COMM_WORLD`: every rank of the job.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     println!("{} ranks in the job", world.size());
+    /// }
+    /// ```
     pub fn world(&self) -> Communicator<'_, L> {
         Communicator::predefined(self, WORLD_CTX, (0..self.rt.size).collect(), self.rt.rank)
     }
 
     /// `MPI_COMM_SELF`: this rank alone.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let me = universe.self_();
+    /// assert_eq!((me.rank(), me.size()), (0, 1));
+    /// me.barrier().unwrap();
+    /// ```
     pub fn self_(&self) -> Communicator<'_, L> {
         Communicator::predefined(self, SELF_CTX, vec![self.rt.rank], 0)
     }
 
     /// The thread level this universe was initialized with
     /// (`MPI_Query_thread`).
+    ///
+    /// ```no_run
+    /// use oxmpi::{ThreadLevel, Threading};
+    /// let universe = oxmpi::initialize_with_threading(Threading::Funneled).unwrap();
+    /// assert!(universe.threading() >= ThreadLevel::Funneled);
+    /// ```
     pub fn threading(&self) -> ThreadLevel {
         self.rt.level
     }
 
     /// Whether the calling thread initialized MPI (`MPI_Is_thread_main`).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize_with_threading(oxmpi::Threading::Multiple).unwrap();
+    /// assert!(universe.is_thread_main());
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| assert!(!universe.is_thread_main()));
+    /// });
+    /// ```
     pub fn is_thread_main(&self) -> bool {
         self.rt.is_main_thread()
     }
 
     /// `MPI_APPNUM`: which program of a multi-program launch this is.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// // Program 0 serves, the others are clients.
+    /// let role = if universe.appnum() == 0 { "server" } else { "client" };
+    /// println!("rank {} is a {role}", universe.world().rank());
+    /// ```
     pub fn appnum(&self) -> u32 {
         self.rt.appnum
     }
 
     /// `MPI_UNIVERSE_SIZE`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert!(universe.universe_size() >= universe.world().size() as u32);
+    /// ```
     pub fn universe_size(&self) -> u32 {
         self.rt.universe_size
     }
 
     /// World ranks that share this node (including this one).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let local = universe.local_ranks();
+    /// assert!(local.contains(&(world.rank() as u32)));
+    /// println!("{} ranks on this node", local.len());
+    /// ```
     pub fn local_ranks(&self) -> &[u32] {
         &self.rt.local_ranks
     }
 
     /// The protocol counters of the point-to-point engine: which protocol
     /// carried how many messages, bytes per peer.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let before = universe.counters();
+    /// // ... traffic ...
+    /// let after = universe.counters();
+    /// println!("{} rendezvous, {} unexpected", after.rndv - before.rndv, after.unexpected - before.unexpected);
+    /// ```
     pub fn counters(&self) -> oxmpi_pml::Counters {
         self.rt.pml.with(|o| o.counters())
     }
 
     /// Names of the BTLs that carry messages to world rank `peer` (send
     /// list, RDMA list).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let next = (world.rank() as u32 + 1) % world.size() as u32;
+    /// if let Some((send, rdma)) = universe.peer_btls(next) {
+    ///     println!("to rank {next}: sends over {send:?}, RDMA over {rdma:?}");
+    /// }
+    /// ```
     pub fn peer_btls(&self, peer: u32) -> Option<(Vec<&'static str>, Vec<&'static str>)> {
         self.rt.pml.with(|o| o.peer_btls(peer))
     }
 
     /// `MPI_Abort`: ends the whole job with `code`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let Some(input) = std::env::args().nth(1) else {
+    ///     universe.abort(2, "usage: prog INPUT");
+    /// };
+    /// ```
     pub fn abort(&self, code: i32, msg: &str) -> ! {
         self.rt.abort(code, msg)
     }
@@ -279,6 +446,15 @@ impl<L: Level> Universe<L> {
     /// `MPI_Finalize` now, reporting its error (dropping the last handle
     /// finalizes too, but cannot report one). Other handles, if any, stay
     /// valid and see MPI finalized.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// universe.world().barrier().unwrap();
+    /// if let Err(e) = universe.finalize() {
+    ///     eprintln!("finalize: {e}");
+    /// }
+    /// assert!(oxmpi::is_finalized());
+    /// ```
     pub fn finalize(self) -> Result<()> {
         let r = self.rt.finalize();
         *ENDED.lock().unwrap_or_else(|p| p.into_inner()) = true;
