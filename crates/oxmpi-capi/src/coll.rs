@@ -4,11 +4,12 @@
 
 use std::ffi::{c_int, c_void};
 
+use oxmpi::request::OwnedRequest;
 use oxmpi::traits::*;
-use oxmpi::{Error, ErrorClass, RawBuffer};
+use oxmpi::{Error, ErrorClass, RawBuffer, SendMode, UserDatatype};
 
 use crate::entry;
-use crate::state::{state, CommObj};
+use crate::state::{state, CommObj, L};
 use crate::types::{count, num_kind, Num};
 
 /// `MPI_IN_PLACE`.
@@ -350,5 +351,254 @@ entry! {
         // SAFETY: the receive buffer holds `n` elements.
         unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), rbuf.cast::<u8>(), len) };
         Ok(())
+    }
+}
+
+/// `count` elements of handle `dt` at `buf + index * count * extent`.
+///
+/// # Safety
+/// The memory must be valid for the call.
+unsafe fn block(
+    buf: *const c_void,
+    index: usize,
+    n: usize,
+    dt: &UserDatatype,
+) -> Result<RawBuffer, Error> {
+    let off = (index * n) as isize * dt.extent();
+    let p = (buf as usize).wrapping_add_signed(off) as *const u8;
+    // SAFETY: forwarded from the caller: the block lies in its buffer.
+    unsafe { RawBuffer::new(p, n, dt) }
+}
+
+/// Waits for every request, returning the first error.
+fn wait_all(reqs: Vec<OwnedRequest<'static, RawBuffer, L>>) -> Result<(), Error> {
+    let mut first = None;
+    for r in reqs {
+        let (_, st) = r.wait_status();
+        if let (None, Some(class)) = (&first, st.error()) {
+            first = Some(Error::new(class, "a collective transfer failed"));
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+fn check_root(c: &CommObj, root: c_int) -> Result<(), Error> {
+    let n = c.coll.size();
+    if root < 0 || root >= n {
+        return Err(Error::new(
+            ErrorClass::Root,
+            format!("root {root} of a communicator of {n}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Copies `n` elements of `st` at `src` to `m` elements of `rt` at `dst`
+/// (a local transfer through the convertor: a send to self).
+fn local_copy(c: &CommObj, src: RawBuffer, dst: RawBuffer) -> Result<(), Error> {
+    let me = c.coll.rank();
+    let r = dst.receive_from(&c.coll.process_at_rank(me), TAG + 1)?;
+    let s = src.send_to(&c.coll.process_at_rank(me), TAG + 1, SendMode::Standard)?;
+    wait_all(vec![s, r])
+}
+
+/// Linear gather of `sn` `st` from every rank into `rbuf` at the root.
+///
+/// # Safety
+/// The buffers as `MPI_Gather` requires.
+#[allow(clippy::too_many_arguments)] // the arguments of MPI_Gather
+unsafe fn gather(
+    c: &CommObj,
+    sbuf: *const c_void,
+    sn: usize,
+    st: Option<&UserDatatype>,
+    rbuf: *mut c_void,
+    rn: usize,
+    rt: Option<&UserDatatype>,
+    root: c_int,
+) -> Result<(), Error> {
+    check_root(c, root)?;
+    let (me, n) = (c.coll.rank(), c.coll.size());
+    if me != root {
+        let st = st.ok_or_else(|| Error::new(ErrorClass::Type, "no send datatype"))?;
+        // SAFETY: the caller's send buffer.
+        let b = unsafe { RawBuffer::new(sbuf.cast(), sn, st) }?;
+        return wait_all(vec![b.send_to(
+            &c.coll.process_at_rank(root),
+            TAG,
+            SendMode::Standard,
+        )?]);
+    }
+    let rt = rt.ok_or_else(|| Error::new(ErrorClass::Type, "no receive datatype"))?;
+    let mut reqs = Vec::new();
+    for r in (0..n).filter(|&r| r != me) {
+        // SAFETY: block `r` of the root's receive buffer.
+        let b = unsafe { block(rbuf, r as usize, rn, rt) }?;
+        reqs.push(b.receive_from(&c.coll.process_at_rank(r), TAG)?);
+    }
+    if sbuf != IN_PLACE {
+        let st = st.ok_or_else(|| Error::new(ErrorClass::Type, "no send datatype"))?;
+        // SAFETY: the caller's buffers.
+        let (s, d) = unsafe {
+            (
+                RawBuffer::new(sbuf.cast(), sn, st)?,
+                block(rbuf, me as usize, rn, rt)?,
+            )
+        };
+        local_copy(c, s, d)?;
+    }
+    wait_all(reqs)
+}
+
+/// Linear scatter from the root.
+///
+/// # Safety
+/// The buffers as `MPI_Scatter` requires.
+#[allow(clippy::too_many_arguments)] // the arguments of MPI_Scatter
+unsafe fn scatter(
+    c: &CommObj,
+    sbuf: *const c_void,
+    sn: usize,
+    st: Option<&UserDatatype>,
+    rbuf: *mut c_void,
+    rn: usize,
+    rt: Option<&UserDatatype>,
+    root: c_int,
+) -> Result<(), Error> {
+    check_root(c, root)?;
+    let (me, n) = (c.coll.rank(), c.coll.size());
+    if me != root {
+        let rt = rt.ok_or_else(|| Error::new(ErrorClass::Type, "no receive datatype"))?;
+        // SAFETY: the caller's receive buffer.
+        let b = unsafe { RawBuffer::new(rbuf.cast_const().cast(), rn, rt) }?;
+        return wait_all(vec![b.receive_from(&c.coll.process_at_rank(root), TAG)?]);
+    }
+    let st = st.ok_or_else(|| Error::new(ErrorClass::Type, "no send datatype"))?;
+    let mut reqs = Vec::new();
+    for r in (0..n).filter(|&r| r != me) {
+        // SAFETY: block `r` of the root's send buffer.
+        let b = unsafe { block(sbuf, r as usize, sn, st) }?;
+        reqs.push(b.send_to(&c.coll.process_at_rank(r), TAG, SendMode::Standard)?);
+    }
+    if rbuf.cast_const() != IN_PLACE {
+        let rt = rt.ok_or_else(|| Error::new(ErrorClass::Type, "no receive datatype"))?;
+        // SAFETY: the caller's buffers.
+        let (s, d) = unsafe {
+            (
+                block(sbuf, me as usize, sn, st)?,
+                RawBuffer::new(rbuf.cast_const().cast(), rn, rt)?,
+            )
+        };
+        local_copy(c, s, d)?;
+    }
+    wait_all(reqs)
+}
+
+/// The datatype of handle `h`, or `None` where the call ignores it.
+fn dt_opt(h: usize, used: bool) -> Result<Option<UserDatatype>, Error> {
+    if !used {
+        return Ok(None);
+    }
+    state()?.datatype(h).map(Some)
+}
+
+entry! {
+    /// `MPI_Gather`.
+    fn MPI_Gather / PMPI_Gather(
+        sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, root: c_int, comm: usize,
+    ) comm = Some(comm); {
+        let c = state()?.comm(comm)?;
+        let is_root = c.coll.rank() == root;
+        let st = dt_opt(sdt, !(is_root && sbuf == IN_PLACE))?;
+        let rt = dt_opt(rdt, is_root)?;
+        let (sn, rn) = (count(sn)?, if is_root { count(rn)? } else { 0 });
+        // SAFETY: the caller's buffers, as MPI_Gather requires.
+        unsafe { gather(&c, sbuf, sn, st.as_ref(), rbuf, rn, rt.as_ref(), root) }
+    }
+
+    /// `MPI_Scatter`.
+    fn MPI_Scatter / PMPI_Scatter(
+        sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, root: c_int, comm: usize,
+    ) comm = Some(comm); {
+        let c = state()?.comm(comm)?;
+        let is_root = c.coll.rank() == root;
+        let st = dt_opt(sdt, is_root)?;
+        let rt = dt_opt(rdt, !(is_root && rbuf.cast_const() == IN_PLACE))?;
+        let sn = if is_root { count(sn)? } else { 0 };
+        let rn = if rt.is_some() { count(rn)? } else { 0 };
+        // SAFETY: the caller's buffers, as MPI_Scatter requires.
+        unsafe { scatter(&c, sbuf, sn, st.as_ref(), rbuf, rn, rt.as_ref(), root) }
+    }
+
+    /// `MPI_Allgather`: gather to rank 0, then broadcast the whole buffer.
+    fn MPI_Allgather / PMPI_Allgather(
+        sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, comm: usize,
+    ) comm = Some(comm); {
+        let c = state()?.comm(comm)?;
+        let me = c.coll.rank();
+        let rt = dt_opt(rdt, true)?.expect("used");
+        let rn = count(rn)?;
+        // In place: this rank's block is already in the receive buffer;
+        // send it from there.
+        let (sbuf, sn, st) = if sbuf == IN_PLACE {
+            // SAFETY: this rank's block of the receive buffer.
+            let p = (rbuf as usize).wrapping_add_signed((me as usize * rn) as isize * rt.extent());
+            (p as *const c_void, rn, rt.clone())
+        } else {
+            (sbuf, count(sn)?, dt_opt(sdt, true)?.expect("used"))
+        };
+        let at_root = if me == 0 && sbuf == IN_PLACE { IN_PLACE } else { sbuf };
+        // SAFETY: the caller's buffers.
+        unsafe { gather(&c, if me == 0 { at_root } else { sbuf }, sn, Some(&st), rbuf, rn, Some(&rt), 0) }?;
+        let whole = count(c.coll.size())? * rn;
+        // SAFETY: the whole receive buffer.
+        let mut b = unsafe { RawBuffer::new(rbuf.cast_const().cast(), whole, &rt) }?;
+        if me == 0 {
+            for r in 1..c.coll.size() {
+                c.coll.process_at_rank(r).send_with_tag(&b, TAG)?;
+            }
+            Ok(())
+        } else {
+            c.coll.process_at_rank(0).receive_into_with_tag(&mut b, TAG).map(|_| ())
+        }
+    }
+
+    /// `MPI_Alltoall`: every block posted at once, receives first.
+    fn MPI_Alltoall / PMPI_Alltoall(
+        sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, comm: usize,
+    ) comm = Some(comm); {
+        let c = state()?.comm(comm)?;
+        let (me, n) = (c.coll.rank(), c.coll.size());
+        let rt = dt_opt(rdt, true)?.expect("used");
+        let rn = count(rn)?;
+        // In place: send from a packed copy of the receive buffer.
+        let copy: Vec<u8>;
+        let bytes = UserDatatype::of::<u8>();
+        let (sbuf, sn, st) = if sbuf == IN_PLACE {
+            let whole = n as usize * rn;
+            // SAFETY: the caller's receive buffer.
+            let b = unsafe { RawBuffer::new(rbuf.cast_const().cast(), whole, &rt) }?;
+            let mut v = vec![0u8; b.packed_len()];
+            // SAFETY: `v` outlives the copy.
+            let d = unsafe { RawBuffer::new(v.as_mut_ptr(), v.len(), &bytes) }?;
+            local_copy(&c, b, d)?;
+            copy = v;
+            (copy.as_ptr().cast::<c_void>(), rn * rt.size(), bytes.clone())
+        } else {
+            (sbuf, count(sn)?, dt_opt(sdt, true)?.expect("used"))
+        };
+        let mut reqs = Vec::new();
+        for r in 0..n {
+            // SAFETY: block `r` of the receive buffer.
+            let b = unsafe { block(rbuf, r as usize, rn, &rt) }?;
+            reqs.push(b.receive_from(&c.coll.process_at_rank(r), TAG + 2)?);
+        }
+        for k in 0..n {
+            let r = (me + k) % n;
+            // SAFETY: block `r` of the send buffer.
+            let b = unsafe { block(sbuf, r as usize, sn, &st) }?;
+            reqs.push(b.send_to(&c.coll.process_at_rank(r), TAG + 2, SendMode::Standard)?);
+        }
+        wait_all(reqs)
     }
 }

@@ -98,6 +98,8 @@ fn init(required: c_int) -> Result<c_int, Error> {
         comms: Mutex::new(Table::default()),
         requests: Mutex::new(Table::default()),
         types: Mutex::new(Table::default()),
+        groups: Mutex::new(Table::default()),
+        messages: Mutex::new(Table::default()),
         provided,
     })?;
     Ok(provided)

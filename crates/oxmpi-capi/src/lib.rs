@@ -17,6 +17,8 @@
 #![allow(non_snake_case)]
 
 pub mod coll;
+pub mod comm;
+pub mod dtype;
 pub mod env;
 pub mod p2p;
 pub mod state;

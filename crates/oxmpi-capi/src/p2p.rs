@@ -100,12 +100,17 @@ fn status_error(s: &Status) -> Option<Error> {
 ///
 /// # Safety
 /// The memory must stay valid as the MPI standard requires for the call.
-unsafe fn raw(buf: *const c_void, n: c_int, dt: usize) -> Result<RawBuffer, Error> {
+unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuffer, Error> {
     let s = state()?;
-    let n = count(n)?;
+    let n = count64(n.into())?;
     let dt = s.datatype(dt)?;
     // SAFETY: forwarded from the caller.
     unsafe { RawBuffer::new(buf.cast(), n, &dt) }
+}
+
+/// A large count (`MPI_Count`), checked non-negative.
+pub fn count64(n: i64) -> Result<usize, Error> {
+    usize::try_from(n).map_err(|_| Error::new(ErrorClass::Count, format!("count {n} is negative")))
 }
 
 fn mode_of(m: u8) -> SendMode {
@@ -159,55 +164,130 @@ fn store(r: ReqObj) -> Result<usize, Error> {
 pub fn request_comm(h: usize) -> Option<usize> {
     let s = crate::state::state_any()?;
     match lock(&s.requests).get(h)? {
-        ReqObj::Op(_, c) | ReqObj::Persistent(_, c) => Some(*c),
+        ReqObj::Op(_, c) | ReqObj::Persistent(_, c) | ReqObj::Pair(_, _, c, _) => Some(*c),
+        ReqObj::Greq(_) => None,
     }
 }
 
-/// `MPI_Wait` on handle `*req`; resets it to `MPI_REQUEST_NULL` unless
-/// persistent.
-///
-/// # Safety
-/// `req` valid for read and write.
-pub unsafe fn wait_one(req: *mut usize) -> Result<(CStatus, Option<Error>), Error> {
-    if req.is_null() {
-        return Err(crate::state::null_arg("request"));
+/// A generalized request: the program's callbacks, completed by
+/// `MPI_Grequest_complete`.
+pub struct Greq {
+    query: QueryFn,
+    free: FreeFn,
+    cancel: CancelFn,
+    extra: usize,
+    complete: std::sync::atomic::AtomicBool,
+    freed: std::sync::atomic::AtomicBool,
+}
+
+/// `MPI_Grequest_query_function`.
+pub type QueryFn = Option<unsafe extern "C" fn(*mut c_void, *mut CStatus) -> c_int>;
+/// `MPI_Grequest_free_function`.
+pub type FreeFn = Option<unsafe extern "C" fn(*mut c_void) -> c_int>;
+/// `MPI_Grequest_cancel_function`.
+pub type CancelFn = Option<unsafe extern "C" fn(*mut c_void, c_int) -> c_int>;
+
+impl Greq {
+    fn call_free(&self) -> c_int {
+        match self.free {
+            // SAFETY: the program's callback with its extra state, as
+            // MPI_Grequest_start registered it.
+            Some(f) => unsafe { f(self.extra as *mut c_void) },
+            None => 0,
+        }
     }
-    // SAFETY: not null, valid per the caller.
-    let h = unsafe { *req };
-    if h == REQUEST_NULL {
-        return Ok((CStatus::empty(), None));
-    }
-    let s = state()?;
-    let obj = lock(&s.requests).remove(h).ok_or_else(|| {
-        Error::new(
-            ErrorClass::Request,
-            format!("invalid request handle {h:#x}"),
-        )
-    })?;
+}
+
+type Outcome = (CStatus, Option<Error>);
+
+fn outcome(st: &Status) -> Outcome {
+    (CStatus::from_status(st), status_error(st))
+}
+
+/// Completes `obj` if it can (`block`: waits until it can). Gives back
+/// the outcome and, for persistent requests, the request to keep; or the
+/// untouched request when it is not complete.
+#[allow(clippy::result_large_err)] // the request handed back, not an error
+fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqObj> {
     match obj {
-        ReqObj::Op(r, _) => {
-            // SAFETY: as above.
-            unsafe { *req = REQUEST_NULL };
-            Ok(finish(r))
+        ReqObj::Op(r, c) => {
+            if block {
+                Ok((outcome(&r.wait_status().1), None))
+            } else {
+                match r.test_status() {
+                    Ok((_, st)) => Ok((outcome(&st), None)),
+                    Err(r) => Err(ReqObj::Op(r, c)),
+                }
+            }
         }
         ReqObj::Persistent(mut p, c) => {
-            let st = p.wait_status();
-            lock(&s.requests).restore(h, ReqObj::Persistent(p, c));
-            let cs = if st.source_rank() == ANY_SOURCE && st.tag() == ANY_TAG {
-                CStatus::empty()
+            let st = if block {
+                Some(p.wait_status())
             } else {
-                CStatus::from_status(&st)
+                p.test_status()
             };
-            Ok((cs, status_error(&st)))
+            match st {
+                None => Err(ReqObj::Persistent(p, c)),
+                Some(st) => {
+                    let o = if st.source_rank() == ANY_SOURCE && st.tag() == ANY_TAG {
+                        (CStatus::empty(), None)
+                    } else {
+                        outcome(&st)
+                    };
+                    Ok((o, Some(ReqObj::Persistent(p, c))))
+                }
+            }
+        }
+        ReqObj::Pair(sr, rr, c, keep) => {
+            if !(block || (sr.is_complete() && rr.is_complete())) {
+                return Err(ReqObj::Pair(sr, rr, c, keep));
+            }
+            let (_, sst) = sr.wait_status();
+            let (_, rst) = rr.wait_status();
+            let mut o = outcome(&rst);
+            o.1 = status_error(&sst).or(o.1);
+            Ok((o, None))
+        }
+        ReqObj::Greq(g) => {
+            use std::sync::atomic::Ordering;
+            while block && !g.complete.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            if !g.complete.load(Ordering::Acquire) {
+                return Err(ReqObj::Greq(g));
+            }
+            let mut st = CStatus::empty();
+            let mut err = None;
+            if let Some(q) = g.query {
+                // SAFETY: the program's callback, with its extra state and a
+                // status to fill, as MPI_Grequest_start registered it.
+                let rc = unsafe { q(g.extra as *mut c_void, &mut st) };
+                if rc != 0 {
+                    err = Some(Error::new(
+                        ErrorClass::Other,
+                        format!("query_fn returned {rc}"),
+                    ));
+                }
+            }
+            let rc = g.call_free();
+            if rc != 0 && err.is_none() {
+                err = Some(Error::new(
+                    ErrorClass::Other,
+                    format!("free_fn returned {rc}"),
+                ));
+            }
+            Ok(((st, err), None))
         }
     }
 }
 
-/// `MPI_Test` on handle `*req`: `None` while incomplete.
+/// Completes handle `*req` if it can (`block`: waits): the outcome, and
+/// `*req` reset to `MPI_REQUEST_NULL` unless persistent; `None` while
+/// incomplete.
 ///
 /// # Safety
 /// `req` valid for read and write.
-pub unsafe fn test_one(req: *mut usize) -> Result<Option<(CStatus, Option<Error>)>, Error> {
+pub unsafe fn progress_one(req: *mut usize, block: bool) -> Result<Option<Outcome>, Error> {
     if req.is_null() {
         return Err(crate::state::null_arg("request"));
     }
@@ -223,29 +303,140 @@ pub unsafe fn test_one(req: *mut usize) -> Result<Option<(CStatus, Option<Error>
             format!("invalid request handle {h:#x}"),
         )
     })?;
-    match obj {
-        ReqObj::Op(r, c) => match r.test_status() {
-            Ok((_, st)) => {
+    match complete(obj, block) {
+        Ok((o, keep)) => {
+            match keep {
+                Some(k) => lock(&s.requests).restore(h, k),
                 // SAFETY: as above.
-                unsafe { *req = REQUEST_NULL };
-                Ok(Some((CStatus::from_status(&st), status_error(&st))))
+                None => unsafe { *req = REQUEST_NULL },
             }
-            Err(r) => {
-                lock(&s.requests).restore(h, ReqObj::Op(r, c));
-                Ok(None)
-            }
-        },
-        ReqObj::Persistent(mut p, c) => {
-            let st = p.test_status();
-            lock(&s.requests).restore(h, ReqObj::Persistent(p, c));
-            Ok(st.map(|st| (CStatus::from_status(&st), status_error(&st))))
+            Ok(Some(o))
+        }
+        Err(obj) => {
+            lock(&s.requests).restore(h, obj);
+            Ok(None)
         }
     }
 }
 
+/// `MPI_Wait` on handle `*req`.
+///
+/// # Safety
+/// `req` valid for read and write.
+pub unsafe fn wait_one(req: *mut usize) -> Result<Outcome, Error> {
+    // SAFETY: forwarded.
+    Ok(unsafe { progress_one(req, true) }?.unwrap_or((CStatus::empty(), None)))
+}
+
+/// `MPI_Test` on handle `*req`: `None` while incomplete.
+///
+/// # Safety
+/// `req` valid for read and write.
+pub unsafe fn test_one(req: *mut usize) -> Result<Option<Outcome>, Error> {
+    // SAFETY: forwarded.
+    unsafe { progress_one(req, false) }
+}
+
+/// Whether handle `h` is null or an inactive persistent request (ignored
+/// by the multiple-completion calls).
+fn inactive(h: usize) -> bool {
+    if h == REQUEST_NULL {
+        return true;
+    }
+    state().is_ok_and(
+        |s| matches!(lock(&s.requests).get(h), Some(ReqObj::Persistent(p, _)) if !p.is_active()),
+    )
+}
+
+/// Fills `statuses[i]` (unless `MPI_STATUSES_IGNORE`); `error`: the
+/// `MPI_ERROR` to set (left untouched when `None`).
+///
+/// # Safety
+/// `statuses` null or valid for index `i`.
+unsafe fn put_status_at(statuses: *mut CStatus, i: usize, st: &CStatus, error: Option<c_int>) {
+    if statuses.is_null() {
+        return;
+    }
+    // SAFETY: per the caller.
+    unsafe {
+        let p = statuses.add(i);
+        let e = error.unwrap_or((*p).error);
+        p.write(CStatus { error: e, ..*st });
+    }
+}
+
+/// One pass over `reqs` completing what can complete (`any`: stop at the
+/// first); the completed indices and outcomes.
+///
+/// # Safety
+/// `reqs` valid for `n` handles.
+unsafe fn sweep(n: usize, reqs: *mut usize, any: bool) -> Result<Vec<(usize, Outcome)>, Error> {
+    let mut done = Vec::new();
+    for i in 0..n {
+        // SAFETY: the caller's array of `n` requests.
+        let p = unsafe { reqs.add(i) };
+        // SAFETY: as above.
+        if inactive(unsafe { *p }) {
+            continue;
+        }
+        // SAFETY: as above.
+        if let Some(o) = unsafe { progress_one(p, false) }? {
+            done.push((i, o));
+            if any {
+                break;
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Whether every handle of `reqs` is null or inactive.
+///
+/// # Safety
+/// `reqs` valid for `n` handles.
+unsafe fn all_inactive(n: usize, reqs: *const usize) -> bool {
+    // SAFETY: the caller's array.
+    (0..n).all(|i| inactive(unsafe { *reqs.add(i) }))
+}
+
+/// `MPI_Waitsome`/`Testsome` output: indices and statuses; a failed one
+/// makes the call return `MPI_ERR_IN_STATUS` with each status's error set.
+///
+/// # Safety
+/// The caller's arrays, valid for `done.len()` entries.
+unsafe fn put_some(
+    done: &[(usize, Outcome)],
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut CStatus,
+) -> Result<(), Error> {
+    let failed = done.iter().any(|(_, (_, e))| e.is_some());
+    // SAFETY: the caller's out-parameters.
+    unsafe {
+        put(outcount, done.len() as c_int, "outcount")?;
+        for (k, (i, (st, e))) in done.iter().enumerate() {
+            if !indices.is_null() {
+                indices.add(k).write(*i as c_int);
+            }
+            let code = e.as_ref().map_or(0, |e| e.class().code());
+            put_status_at(statuses, k, st, failed.then_some(code));
+        }
+    }
+    if failed {
+        return Err(Error::new(
+            ErrorClass::InStatus,
+            "a completed request failed: see the statuses",
+        ));
+    }
+    Ok(())
+}
+
+/// `MPI_UNDEFINED`.
+const UNDEFINED: c_int = -32766;
+
 fn send(
     buf: *const c_void,
-    n: c_int,
+    n: i64,
     dt: usize,
     dest: c_int,
     tag: c_int,
@@ -260,7 +451,7 @@ fn send(
 }
 
 fn isend(
-    (buf, n, dt): (*const c_void, c_int, usize),
+    (buf, n, dt): (*const c_void, i64, usize),
     dest: c_int,
     tag: c_int,
     comm: usize,
@@ -277,7 +468,7 @@ fn isend(
 }
 
 fn send_init(
-    (buf, n, dt): (*const c_void, c_int, usize),
+    (buf, n, dt): (*const c_void, i64, usize),
     dest: c_int,
     tag: c_int,
     comm: usize,
@@ -296,97 +487,77 @@ fn send_init(
 entry! {
     /// `MPI_Send`.
     fn MPI_Send / PMPI_Send(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n, dt, dest, tag, comm, 0)
+        send(buf, n.into(), dt, dest, tag, comm, 0)
     }
     /// `MPI_Bsend`.
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n, dt, dest, tag, comm, 1)
+        send(buf, n.into(), dt, dest, tag, comm, 1)
     }
     /// `MPI_Ssend`.
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n, dt, dest, tag, comm, 2)
+        send(buf, n.into(), dt, dest, tag, comm, 2)
     }
     /// `MPI_Rsend`.
     fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n, dt, dest, tag, comm, 3)
+        send(buf, n.into(), dt, dest, tag, comm, 3)
     }
 
     /// `MPI_Recv`.
     fn MPI_Recv / PMPI_Recv(
         buf: *mut c_void, n: c_int, dt: usize, source: c_int, tag: c_int, comm: usize, status: *mut CStatus,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        // SAFETY: the caller's buffer, valid for the call.
-        let b = unsafe { raw(buf, n, dt) }?;
-        let (st, err) = finish(start_recv(&c, b, source, tag)?);
-        // SAFETY: the caller's status or MPI_STATUS_IGNORE.
-        unsafe { put_status(status, &st) };
-        err.map_or(Ok(()), Err)
+        // SAFETY: the caller's buffer and status.
+        unsafe { recv(buf, n.into(), dt, source, tag, comm, status) }
     }
 
     /// `MPI_Isend`.
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n, dt), dest, tag, comm, 0, req)
+        isend((buf, n.into(), dt), dest, tag, comm, 0, req)
     }
     /// `MPI_Ibsend`.
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n, dt), dest, tag, comm, 1, req)
+        isend((buf, n.into(), dt), dest, tag, comm, 1, req)
     }
     /// `MPI_Issend`.
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n, dt), dest, tag, comm, 2, req)
+        isend((buf, n.into(), dt), dest, tag, comm, 2, req)
     }
     /// `MPI_Irsend`.
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n, dt), dest, tag, comm, 3, req)
+        isend((buf, n.into(), dt), dest, tag, comm, 3, req)
     }
 
     /// `MPI_Irecv`.
     fn MPI_Irecv / PMPI_Irecv(
         buf: *mut c_void, n: c_int, dt: usize, source: c_int, tag: c_int, comm: usize, req: *mut usize,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        // SAFETY: the caller keeps the buffer valid until the request completes.
-        let b = unsafe { raw(buf, n, dt) }?;
-        let r = start_recv(&c, b, source, tag)?;
-        let h = store(ReqObj::Op(r, comm))?;
-        // SAFETY: the caller's out-parameter.
-        unsafe { put(req, h, "request") }
+        // SAFETY: the caller's buffer and request.
+        unsafe { irecv(buf, n.into(), dt, source, tag, comm, req) }
     }
 
     /// `MPI_Send_init`.
     fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n, dt), dest, tag, comm, 0, req)
+        send_init((buf, n.into(), dt), dest, tag, comm, 0, req)
     }
     /// `MPI_Bsend_init`.
     fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n, dt), dest, tag, comm, 1, req)
+        send_init((buf, n.into(), dt), dest, tag, comm, 1, req)
     }
     /// `MPI_Ssend_init`.
     fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n, dt), dest, tag, comm, 2, req)
+        send_init((buf, n.into(), dt), dest, tag, comm, 2, req)
     }
     /// `MPI_Rsend_init`.
     fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n, dt), dest, tag, comm, 3, req)
+        send_init((buf, n.into(), dt), dest, tag, comm, 3, req)
     }
 
     /// `MPI_Recv_init`.
     fn MPI_Recv_init / PMPI_Recv_init(
         buf: *mut c_void, n: c_int, dt: usize, source: c_int, tag: c_int, comm: usize, req: *mut usize,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        // SAFETY: the caller keeps the buffer valid until the request is freed.
-        let b = unsafe { raw(buf, n, dt) }?;
-        let p = match (source == ANY_SOURCE, tag == ANY_TAG) {
-            (true, true) => b.receive_init_from(&c.comm.any_process(), AnyTag),
-            (true, false) => b.receive_init_from(&c.comm.any_process(), tag),
-            (false, true) => b.receive_init_from(&c.comm.process_at_rank(source), AnyTag),
-            (false, false) => b.receive_init_from(&c.comm.process_at_rank(source), tag),
-        }?;
-        let h = store(ReqObj::Persistent(p, comm))?;
-        // SAFETY: the caller's out-parameter.
-        unsafe { put(req, h, "request") }
+        // SAFETY: the caller's buffer and request.
+        unsafe { recv_init(buf, n.into(), dt, source, tag, comm, req) }
     }
 
     /// `MPI_Start`.
@@ -485,6 +656,22 @@ entry! {
         match obj {
             ReqObj::Op(r, _) => r.free(),
             ReqObj::Persistent(p, _) => p.free(),
+            ReqObj::Pair(a, b, _, keep) => {
+                a.free();
+                b.free();
+                // The send may still read the copy: it must outlive it.
+                std::mem::forget(keep);
+            }
+            ReqObj::Greq(g) => {
+                use std::sync::atomic::Ordering;
+                g.freed.store(true, Ordering::Release);
+                if g.complete.load(Ordering::Acquire) {
+                    g.call_free();
+                } else {
+                    // MPI_Grequest_complete still names it: keep it until then.
+                    lock(&s.requests).restore(h, ReqObj::Greq(g));
+                }
+            }
         }
         // SAFETY: as above.
         unsafe { *req = REQUEST_NULL };
@@ -513,18 +700,8 @@ entry! {
         rbuf: *mut c_void, rcount: c_int, rdt: usize, source: c_int, rtag: c_int,
         comm: usize, status: *mut CStatus,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        // SAFETY: the caller's buffers, valid for the call.
-        let (sb, rb) = unsafe { (raw(sbuf, scount, sdt)?, raw(rbuf, rcount, rdt)?) };
-        let r = start_recv(&c, rb, source, rtag)?;
-        let sent = start_send(&c, sb, dest, stag, SendMode::Standard).map(finish);
-        let (st, err) = finish(r);
-        // SAFETY: the caller's status.
-        unsafe { put_status(status, &st) };
-        if let Some(e) = sent?.1 {
-            return Err(e);
-        }
-        err.map_or(Ok(()), Err)
+        // SAFETY: the caller's buffers and status.
+        unsafe { sendrecv((sbuf, scount.into(), sdt), dest, stag, (rbuf, rcount.into(), rdt), source, rtag, comm, status) }
     }
 
     /// `MPI_Probe`.
@@ -561,4 +738,820 @@ entry! {
         }
         Ok(())
     }
+}
+
+/// `MPI_MESSAGE_NULL`.
+const MESSAGE_NULL: usize = 0x128;
+/// `MPI_MESSAGE_NO_PROC`.
+const MESSAGE_NO_PROC: usize = 0x129;
+
+fn probe_message(
+    c: &CommObj,
+    source: c_int,
+    tag: c_int,
+    block: bool,
+) -> Result<Option<(oxmpi::Message<'static>, Status)>, Error> {
+    use oxmpi::traits::*;
+    let any = c.comm.any_process();
+    let one = c.comm.process_at_rank(source);
+    Ok(match (source == ANY_SOURCE, tag == ANY_TAG, block) {
+        (true, true, true) => Some(any.matched_probe_with_tag(AnyTag)?),
+        (true, false, true) => Some(any.matched_probe_with_tag(tag)?),
+        (false, true, true) => Some(one.matched_probe_with_tag(AnyTag)?),
+        (false, false, true) => Some(one.matched_probe_with_tag(tag)?),
+        (true, true, false) => any.immediate_matched_probe_with_tag(AnyTag)?,
+        (true, false, false) => any.immediate_matched_probe_with_tag(tag)?,
+        (false, true, false) => one.immediate_matched_probe_with_tag(AnyTag)?,
+        (false, false, false) => one.immediate_matched_probe_with_tag(tag)?,
+    })
+}
+
+/// Stores a matched message; `MPI_MESSAGE_NO_PROC` for `PROC_NULL`.
+fn store_message(m: oxmpi::Message<'static>, st: &Status) -> Result<usize, Error> {
+    if st.is_proc_null() {
+        drop(m);
+        return Ok(MESSAGE_NO_PROC);
+    }
+    Ok(lock(&state()?.messages).insert(m))
+}
+
+/// Takes the message of handle `*msg` (resetting it to `MPI_MESSAGE_NULL`).
+///
+/// # Safety
+/// `msg` valid for read and write.
+unsafe fn take_message(msg: *mut usize) -> Result<Option<oxmpi::Message<'static>>, Error> {
+    if msg.is_null() {
+        return Err(crate::state::null_arg("message"));
+    }
+    // SAFETY: not null, valid per the caller.
+    let h = unsafe { *msg };
+    if h == MESSAGE_NO_PROC {
+        // SAFETY: as above.
+        unsafe { *msg = MESSAGE_NULL };
+        return Ok(None);
+    }
+    let m = lock(&state()?.messages).remove(h).ok_or_else(|| {
+        Error::new(
+            ErrorClass::Request,
+            format!("invalid message handle {h:#x}"),
+        )
+    })?;
+    // SAFETY: as above.
+    unsafe { *msg = MESSAGE_NULL };
+    Ok(Some(m))
+}
+
+/// `MPI_Imrecv` of handle `*msg` into `buf`: the request.
+///
+/// # Safety
+/// As for `MPI_Imrecv`.
+unsafe fn imrecv(
+    buf: *mut c_void,
+    n: impl Into<i64>,
+    dt: usize,
+    msg: *mut usize,
+) -> Result<OwnedRequest<'static, RawBuffer, L>, Error> {
+    // SAFETY: the caller's buffer, valid until the request completes.
+    let b = unsafe { raw(buf, n, dt) }?;
+    // SAFETY: the caller's message handle.
+    match unsafe { take_message(msg) }? {
+        Some(m) => b.receive_message(m),
+        None => {
+            // A message from PROC_NULL: an empty receive from PROC_NULL.
+            let s = state()?;
+            b.receive_from(&s.self_.comm.process_at_rank(oxmpi::PROC_NULL), AnyTag)
+        }
+    }
+}
+
+/// Starts `MPI_Isendrecv`: receive posted first, then the send.
+fn isendrecv(
+    c: &CommObj,
+    sb: RawBuffer,
+    dest: c_int,
+    stag: c_int,
+    rb: RawBuffer,
+    source: c_int,
+    rtag: c_int,
+) -> Result<ReqObj, Error> {
+    let r = start_recv(c, rb, source, rtag)?;
+    match start_send(c, sb, dest, stag, SendMode::Standard) {
+        Ok(sr) => Ok(ReqObj::Pair(sr, r, 0, Vec::new())),
+        Err(e) => {
+            let _ = r.cancel();
+            let _ = r.wait_status();
+            Err(e)
+        }
+    }
+}
+
+/// A private copy of `n` elements of `dt` at `buf` (packed), and a raw
+/// buffer over it, for the send half of a `_replace` call.
+///
+/// # Safety
+/// `buf` valid for `n` elements of `dt`.
+unsafe fn packed_copy(
+    buf: *const c_void,
+    n: impl Into<i64>,
+    dt: usize,
+) -> Result<(Vec<u8>, usize), Error> {
+    let s = state()?;
+    let t = s.datatype(dt)?;
+    let n = count64(n.into())?;
+    let mut out = vec![0u8; t.size() * n];
+    let conv = oxmpi_datatype::Convertor::new(t.as_raw(), n).map_err(Error::from)?;
+    if let Some(span) = conv.span() {
+        let len = (span.end - span.start) as usize;
+        // SAFETY: the caller's buffer covers the span of the elements.
+        let base = unsafe { std::slice::from_raw_parts(buf.cast::<u8>().offset(span.start), len) };
+        conv.pack(base, -span.start, 0, &mut out)
+            .map_err(Error::from)?;
+    }
+    Ok((out, n * t.size()))
+}
+
+entry! {
+    /// `MPI_Waitany`.
+    fn MPI_Waitany / PMPI_Waitany(n: c_int, reqs: *mut usize, index: *mut c_int, status: *mut CStatus) comm = None; {
+        let n = count(n)?;
+        loop {
+            // SAFETY: the caller's array of `n` requests.
+            if unsafe { all_inactive(n, reqs) } {
+                // SAFETY: the caller's out-parameters.
+                unsafe {
+                    put(index, UNDEFINED, "index")?;
+                    put_status(status, &CStatus::empty());
+                }
+                return Ok(());
+            }
+            // SAFETY: as above.
+            if let Some((i, (st, err))) = unsafe { sweep(n, reqs, true) }?.pop() {
+                // SAFETY: the caller's out-parameters.
+                unsafe {
+                    put(index, i as c_int, "index")?;
+                    put_status(status, &st);
+                }
+                return err.map_or(Ok(()), Err);
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// `MPI_Testany`.
+    fn MPI_Testany / PMPI_Testany(n: c_int, reqs: *mut usize, index: *mut c_int, flag: *mut c_int, status: *mut CStatus) comm = None; {
+        let n = count(n)?;
+        // SAFETY: the caller's array of `n` requests.
+        if unsafe { all_inactive(n, reqs) } {
+            // SAFETY: the caller's out-parameters.
+            unsafe {
+                put(index, UNDEFINED, "index")?;
+                put(flag, 1, "flag")?;
+                put_status(status, &CStatus::empty());
+            }
+            return Ok(());
+        }
+        // SAFETY: as above.
+        match unsafe { sweep(n, reqs, true) }?.pop() {
+            Some((i, (st, err))) => {
+                // SAFETY: the caller's out-parameters.
+                unsafe {
+                    put(index, i as c_int, "index")?;
+                    put(flag, 1, "flag")?;
+                    put_status(status, &st);
+                }
+                err.map_or(Ok(()), Err)
+            }
+            // SAFETY: the caller's out-parameters.
+            None => unsafe {
+                put(index, UNDEFINED, "index")?;
+                put(flag, 0, "flag")
+            },
+        }
+    }
+
+    /// `MPI_Waitsome`.
+    fn MPI_Waitsome / PMPI_Waitsome(
+        n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus,
+    ) comm = None; {
+        let n = count(n)?;
+        loop {
+            // SAFETY: the caller's array of `n` requests.
+            if unsafe { all_inactive(n, reqs) } {
+                // SAFETY: the caller's out-parameter.
+                return unsafe { put(outcount, UNDEFINED, "outcount") };
+            }
+            // SAFETY: as above.
+            let done = unsafe { sweep(n, reqs, false) }?;
+            if !done.is_empty() {
+                // SAFETY: the caller's arrays.
+                return unsafe { put_some(&done, outcount, indices, statuses) };
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// `MPI_Testsome`.
+    fn MPI_Testsome / PMPI_Testsome(
+        n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus,
+    ) comm = None; {
+        let n = count(n)?;
+        // SAFETY: the caller's array of `n` requests.
+        if unsafe { all_inactive(n, reqs) } {
+            // SAFETY: the caller's out-parameter.
+            return unsafe { put(outcount, UNDEFINED, "outcount") };
+        }
+        // SAFETY: as above.
+        let done = unsafe { sweep(n, reqs, false) }?;
+        // SAFETY: the caller's arrays.
+        unsafe { put_some(&done, outcount, indices, statuses) }
+    }
+
+    /// `MPI_Testall`: completes all of them only when all have completed.
+    fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut usize, flag: *mut c_int, statuses: *mut CStatus) comm = None; {
+        let n = count(n)?;
+        let s = state()?;
+        let ready = (0..n).all(|i| {
+            // SAFETY: the caller's array of `n` requests.
+            let h = unsafe { *reqs.add(i) };
+            inactive(h)
+                || match lock(&s.requests).get(h) {
+                    Some(ReqObj::Op(r, _)) => r.is_complete(),
+                    Some(ReqObj::Pair(a, b, _, _)) => a.is_complete() && b.is_complete(),
+                    Some(ReqObj::Persistent(p, _)) => p.is_complete(),
+                    Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+                    None => true,
+                }
+        });
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(flag, c_int::from(ready), "flag") }?;
+        if !ready {
+            return Ok(());
+        }
+        // SAFETY: forwards the caller's arrays.
+        let rc = unsafe { PMPI_Waitall(n as c_int, reqs, statuses) };
+        if rc != 0 {
+            return Err(Error::new(ErrorClass::InStatus, "a request of MPI_Testall failed: see the statuses"));
+        }
+        Ok(())
+    }
+
+    /// `MPI_Request_get_status`: like `MPI_Test` without freeing.
+    fn MPI_Request_get_status / PMPI_Request_get_status(req: usize, flag: *mut c_int, status: *mut CStatus) comm = None; {
+        let s = state()?;
+        if req == REQUEST_NULL {
+            // SAFETY: the caller's out-parameters.
+            unsafe {
+                put(flag, 1, "flag")?;
+                put_status(status, &CStatus::empty());
+            }
+            return Ok(());
+        }
+        let done = match lock(&s.requests).get(req) {
+            Some(ReqObj::Op(r, _)) => r.is_complete(),
+            Some(ReqObj::Pair(a, b, _, _)) => a.is_complete() && b.is_complete(),
+            Some(ReqObj::Persistent(p, _)) => p.is_complete(),
+            Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+            None => return Err(Error::new(ErrorClass::Request, format!("invalid request handle {req:#x}"))),
+        };
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(flag, c_int::from(done), "flag") }?;
+        if done && !status.is_null() {
+            // The status without consuming: complete, then put back a
+            // request that reports the same status again.
+            let mut h = req;
+            // SAFETY: a local copy of the handle.
+            let o = unsafe { progress_one(&mut h, true) }?;
+            if let Some((st, _)) = o {
+                // SAFETY: the caller's status.
+                unsafe { put_status(status, &st) };
+                if h == REQUEST_NULL {
+                    // Completed and consumed: keep a completed stand-in.
+                    let proc_null = s.self_.comm.process_at_rank(oxmpi::PROC_NULL);
+                    let again = RawBuffer::from_status(&st)?.receive_from(&proc_null, AnyTag)?;
+                    lock(&s.requests).restore(req, ReqObj::Op(again, 0));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `MPI_Cancel`.
+    fn MPI_Cancel / PMPI_Cancel(req: *mut usize) comm = None; {
+        if req.is_null() {
+            return Err(crate::state::null_arg("request"));
+        }
+        // SAFETY: not null, valid per the caller.
+        let h = unsafe { *req };
+        let s = state()?;
+        match lock(&s.requests).get(h) {
+            Some(ReqObj::Op(r, _)) => r.cancel(),
+            Some(ReqObj::Persistent(p, _)) => p.cancel(),
+            Some(ReqObj::Pair(a, b, _, _)) => a.cancel().and(b.cancel()),
+            Some(ReqObj::Greq(g)) => {
+                if let Some(f) = g.cancel {
+                    let done = g.complete.load(std::sync::atomic::Ordering::Acquire);
+                    // SAFETY: the program's callback, as registered.
+                    unsafe { f(g.extra as *mut c_void, c_int::from(done)) };
+                }
+                Ok(())
+            }
+            None => Err(Error::new(ErrorClass::Request, format!("invalid request handle {h:#x}"))),
+        }
+    }
+
+    /// `MPI_Test_cancelled`.
+    fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const CStatus, flag: *mut c_int) comm = None; {
+        if status.is_null() {
+            return Err(crate::state::null_arg("status"));
+        }
+        // SAFETY: not null, valid per the caller; the out-parameter.
+        unsafe { put(flag, c_int::from((*status).internal[2] != 0), "flag") }
+    }
+
+    /// `MPI_Status_set_cancelled`.
+    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut CStatus, flag: c_int) comm = None; {
+        if status.is_null() {
+            return Err(crate::state::null_arg("status"));
+        }
+        // SAFETY: not null, valid per the caller.
+        unsafe { (*status).internal[2] = c_int::from(flag != 0) };
+        Ok(())
+    }
+
+    /// `MPI_Mprobe`.
+    fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: usize, msg: *mut usize, status: *mut CStatus) comm = Some(comm); {
+        let c = state()?.comm(comm)?;
+        let (m, st) = probe_message(&c, source, tag, true)?.ok_or_else(|| Error::new(ErrorClass::Intern, "blocking probe returned nothing"))?;
+        let h = store_message(m, &st)?;
+        // SAFETY: the caller's out-parameters.
+        unsafe {
+            put(msg, h, "message")?;
+            put_status(status, &CStatus::from_status(&st));
+        }
+        Ok(())
+    }
+
+    /// `MPI_Improbe`.
+    fn MPI_Improbe / PMPI_Improbe(
+        source: c_int, tag: c_int, comm: usize, flag: *mut c_int, msg: *mut usize, status: *mut CStatus,
+    ) comm = Some(comm); {
+        let c = state()?.comm(comm)?;
+        let found = probe_message(&c, source, tag, false)?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(flag, c_int::from(found.is_some()), "flag") }?;
+        if let Some((m, st)) = found {
+            let h = store_message(m, &st)?;
+            // SAFETY: the caller's out-parameters.
+            unsafe {
+                put(msg, h, "message")?;
+                put_status(status, &CStatus::from_status(&st));
+            }
+        }
+        Ok(())
+    }
+
+    /// `MPI_Mrecv`.
+    fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, n: c_int, dt: usize, msg: *mut usize, status: *mut CStatus) comm = None; {
+        // SAFETY: the caller's buffer and message.
+        let r = unsafe { imrecv(buf, n, dt, msg) }?;
+        let (st, err) = finish(r);
+        // SAFETY: the caller's status.
+        unsafe { put_status(status, &st) };
+        err.map_or(Ok(()), Err)
+    }
+
+    /// `MPI_Imrecv`.
+    fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, n: c_int, dt: usize, msg: *mut usize, req: *mut usize) comm = None; {
+        // SAFETY: the caller's buffer and message.
+        let r = unsafe { imrecv(buf, n, dt, msg) }?;
+        let h = store(ReqObj::Op(r, 0))?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(req, h, "request") }
+    }
+
+    /// `MPI_Sendrecv_replace`.
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
+        buf: *mut c_void, n: c_int, dt: usize, dest: c_int, stag: c_int, source: c_int, rtag: c_int,
+        comm: usize, status: *mut CStatus,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffer.
+        let obj = unsafe { sendrecv_replace(buf, n.into(), dt, dest, stag, source, rtag, comm) }?;
+        let (o, _) = complete(obj, true).map_err(|_| Error::new(ErrorClass::Intern, "blocking completion"))?;
+        // SAFETY: the caller's status.
+        unsafe { put_status(status, &o.0) };
+        o.1.map_or(Ok(()), Err)
+    }
+
+    /// `MPI_Isendrecv`.
+    fn MPI_Isendrecv / PMPI_Isendrecv(
+        sbuf: *const c_void, scount: c_int, sdt: usize, dest: c_int, stag: c_int,
+        rbuf: *mut c_void, rcount: c_int, rdt: usize, source: c_int, rtag: c_int,
+        comm: usize, req: *mut usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers and request.
+        unsafe { isendrecv_entry((sbuf, scount.into(), sdt), dest, stag, (rbuf, rcount.into(), rdt), source, rtag, comm, req) }
+    }
+
+    /// `MPI_Buffer_attach`.
+    fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int) comm = None; {
+        let s = state()?;
+        let n = count(size)?;
+        // SAFETY: the program lends `size` bytes until MPI_Buffer_detach.
+        unsafe { s.universe.buffer_attach_raw(buf.cast(), n) }
+    }
+
+    /// `MPI_Buffer_detach`: waits for buffered messages, then gives the
+    /// buffer's address (through `buf`, a `void**`) and size back.
+    fn MPI_Buffer_detach / PMPI_Buffer_detach(buf: *mut c_void, size: *mut c_int) comm = None; {
+        let s = state()?;
+        let (p, n) = s.universe.buffer_detach_raw()?;
+        // SAFETY: the caller's out-parameters (`buf` is a `void**`).
+        unsafe {
+            put(buf.cast::<*mut u8>(), p, "buffer")?;
+            put(size, n as c_int, "size")
+        }
+    }
+
+    /// `MPI_Buffer_flush`.
+    fn MPI_Buffer_flush / PMPI_Buffer_flush() comm = None; {
+        state()?.universe.buffer_flush();
+        Ok(())
+    }
+
+    /// `MPI_Buffer_iflush`: flushes, then gives a completed request.
+    fn MPI_Buffer_iflush / PMPI_Buffer_iflush(req: *mut usize) comm = None; {
+        let s = state()?;
+        s.universe.buffer_flush();
+        let r = RawBuffer::from_status(&CStatus::empty())?
+            .receive_from(&s.self_.comm.process_at_rank(oxmpi::PROC_NULL), AnyTag)?;
+        let h = store(ReqObj::Op(r, 0))?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(req, h, "request") }
+    }
+
+    /// `MPI_Grequest_start`.
+    fn MPI_Grequest_start / PMPI_Grequest_start(
+        query: QueryFn, free: FreeFn, cancel: CancelFn, extra: *mut c_void, req: *mut usize,
+    ) comm = None; {
+        let g = Greq {
+            query,
+            free,
+            cancel,
+            extra: extra as usize,
+            complete: Default::default(),
+            freed: Default::default(),
+        };
+        let h = store(ReqObj::Greq(std::sync::Arc::new(g)))?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(req, h, "request") }
+    }
+
+    /// `MPI_Grequest_complete`.
+    fn MPI_Grequest_complete / PMPI_Grequest_complete(req: usize) comm = None; {
+        use std::sync::atomic::Ordering;
+        let s = state()?;
+        let g = match lock(&s.requests).get(req) {
+            Some(ReqObj::Greq(g)) => g.clone(),
+            _ => return Err(Error::new(ErrorClass::Request, format!("{req:#x} is not a generalized request"))),
+        };
+        g.complete.store(true, Ordering::Release);
+        if g.freed.load(Ordering::Acquire) {
+            lock(&s.requests).remove(req);
+            g.call_free();
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    /// `MPI_Send_c`.
+    fn MPI_Send_c / PMPI_Send_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
+        send(buf, n, dt, dest, tag, comm, 0)
+    }
+    /// `MPI_Bsend_c`.
+    fn MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
+        send(buf, n, dt, dest, tag, comm, 1)
+    }
+    /// `MPI_Ssend_c`.
+    fn MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
+        send(buf, n, dt, dest, tag, comm, 2)
+    }
+    /// `MPI_Rsend_c`.
+    fn MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
+        send(buf, n, dt, dest, tag, comm, 3)
+    }
+    /// `MPI_Isend_c`.
+    fn MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
+        isend((buf, n, dt), dest, tag, comm, 0, req)
+    }
+    /// `MPI_Ibsend_c`.
+    fn MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
+        isend((buf, n, dt), dest, tag, comm, 1, req)
+    }
+    /// `MPI_Issend_c`.
+    fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
+        isend((buf, n, dt), dest, tag, comm, 2, req)
+    }
+    /// `MPI_Irsend_c`.
+    fn MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
+        isend((buf, n, dt), dest, tag, comm, 3, req)
+    }
+    /// `MPI_Send_init_c`.
+    fn MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
+        send_init((buf, n, dt), dest, tag, comm, 0, req)
+    }
+    /// `MPI_Bsend_init_c`.
+    fn MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
+        send_init((buf, n, dt), dest, tag, comm, 1, req)
+    }
+    /// `MPI_Ssend_init_c`.
+    fn MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
+        send_init((buf, n, dt), dest, tag, comm, 2, req)
+    }
+    /// `MPI_Rsend_init_c`.
+    fn MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
+        send_init((buf, n, dt), dest, tag, comm, 3, req)
+    }
+
+    /// `MPI_Recv_c`.
+    fn MPI_Recv_c / PMPI_Recv_c(
+        buf: *mut c_void, n: i64, dt: usize, source: c_int, tag: c_int, comm: usize, status: *mut CStatus,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffer and status.
+        unsafe { recv(buf, n, dt, source, tag, comm, status) }
+    }
+
+    /// `MPI_Irecv_c`.
+    fn MPI_Irecv_c / PMPI_Irecv_c(
+        buf: *mut c_void, n: i64, dt: usize, source: c_int, tag: c_int, comm: usize, req: *mut usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffer and request.
+        unsafe { irecv(buf, n, dt, source, tag, comm, req) }
+    }
+
+    /// `MPI_Recv_init_c`.
+    fn MPI_Recv_init_c / PMPI_Recv_init_c(
+        buf: *mut c_void, n: i64, dt: usize, source: c_int, tag: c_int, comm: usize, req: *mut usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffer and request.
+        unsafe { recv_init(buf, n, dt, source, tag, comm, req) }
+    }
+
+    /// `MPI_Sendrecv_c`.
+    fn MPI_Sendrecv_c / PMPI_Sendrecv_c(
+        sbuf: *const c_void, scount: i64, sdt: usize, dest: c_int, stag: c_int,
+        rbuf: *mut c_void, rcount: i64, rdt: usize, source: c_int, rtag: c_int,
+        comm: usize, status: *mut CStatus,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers and status.
+        unsafe { sendrecv((sbuf, scount, sdt), dest, stag, (rbuf, rcount, rdt), source, rtag, comm, status) }
+    }
+
+    /// `MPI_Mrecv_c`.
+    fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, n: i64, dt: usize, msg: *mut usize, status: *mut CStatus) comm = None; {
+        // SAFETY: forwarded.
+        let r = unsafe { imrecv(buf, n, dt, msg) }?;
+        let (st, err) = finish(r);
+        // SAFETY: the caller's status.
+        unsafe { put_status(status, &st) };
+        err.map_or(Ok(()), Err)
+    }
+
+    /// `MPI_Buffer_attach_c`.
+    fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buf: *mut c_void, size: i64) comm = None; {
+        let s = state()?;
+        let n = count64(size)?;
+        // SAFETY: the program lends `size` bytes until MPI_Buffer_detach.
+        unsafe { s.universe.buffer_attach_raw(buf.cast(), n) }
+    }
+
+    /// `MPI_Buffer_detach_c`.
+    fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buf: *mut c_void, size: *mut i64) comm = None; {
+        let s = state()?;
+        let (p, n) = s.universe.buffer_detach_raw()?;
+        // SAFETY: the caller's out-parameters (`buf` is a `void**`).
+        unsafe {
+            put(buf.cast::<*mut u8>(), p, "buffer")?;
+            put(size, n as i64, "size")
+        }
+    }
+}
+
+/// `MPI_Sendrecv_replace` with a large count: the outgoing data is packed
+/// into a private copy first.
+///
+/// # Safety
+/// As for `MPI_Sendrecv_replace`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sendrecv_replace(
+    buf: *mut c_void,
+    n: i64,
+    dt: usize,
+    dest: c_int,
+    stag: c_int,
+    source: c_int,
+    rtag: c_int,
+    comm: usize,
+) -> Result<ReqObj, Error> {
+    let c = state()?.comm(comm)?;
+    // SAFETY: the caller's buffer.
+    let (copy, len) = unsafe { packed_copy(buf, n, dt) }?;
+    let bytes = oxmpi::UserDatatype::of::<u8>();
+    // SAFETY: the copy is returned with the request and outlives it.
+    let sb = unsafe { RawBuffer::new(copy.as_ptr(), len, &bytes) }?;
+    // SAFETY: the caller's buffer, valid until the request completes.
+    let rb = unsafe { raw(buf, n, dt) }?;
+    let obj = match isendrecv(&c, sb, dest, stag, rb, source, rtag)? {
+        ReqObj::Pair(s, r, _, _) => ReqObj::Pair(s, r, comm, copy),
+        o => o,
+    };
+    Ok(obj)
+}
+
+entry! {
+    /// `MPI_Imrecv_c`.
+    fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, n: i64, dt: usize, msg: *mut usize, req: *mut usize) comm = None; {
+        // SAFETY: the caller's buffer and message.
+        let r = unsafe { imrecv(buf, n, dt, msg) }?;
+        let h = store(ReqObj::Op(r, 0))?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(req, h, "request") }
+    }
+
+    /// `MPI_Isendrecv_c`.
+    fn MPI_Isendrecv_c / PMPI_Isendrecv_c(
+        sbuf: *const c_void, scount: i64, sdt: usize, dest: c_int, stag: c_int,
+        rbuf: *mut c_void, rcount: i64, rdt: usize, source: c_int, rtag: c_int,
+        comm: usize, req: *mut usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers and request.
+        unsafe { isendrecv_entry((sbuf, scount, sdt), dest, stag, (rbuf, rcount, rdt), source, rtag, comm, req) }
+    }
+
+    /// `MPI_Sendrecv_replace_c`.
+    fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(
+        buf: *mut c_void, n: i64, dt: usize, dest: c_int, stag: c_int, source: c_int, rtag: c_int,
+        comm: usize, status: *mut CStatus,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffer.
+        let obj = unsafe { sendrecv_replace(buf, n, dt, dest, stag, source, rtag, comm) }?;
+        let (o, _) = complete(obj, true).map_err(|_| Error::new(ErrorClass::Intern, "blocking completion"))?;
+        // SAFETY: the caller's status.
+        unsafe { put_status(status, &o.0) };
+        o.1.map_or(Ok(()), Err)
+    }
+
+    /// `MPI_Isendrecv_replace`: the private copy of the outgoing data lives
+    /// as long as the request.
+    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(
+        buf: *mut c_void, n: c_int, dt: usize, dest: c_int, stag: c_int, source: c_int, rtag: c_int,
+        comm: usize, req: *mut usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffer.
+        let obj = unsafe { sendrecv_replace(buf, n.into(), dt, dest, stag, source, rtag, comm) }?;
+        let h = store(obj)?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(req, h, "request") }
+    }
+
+    /// `MPI_Isendrecv_replace_c`.
+    fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(
+        buf: *mut c_void, n: i64, dt: usize, dest: c_int, stag: c_int, source: c_int, rtag: c_int,
+        comm: usize, req: *mut usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffer.
+        let obj = unsafe { sendrecv_replace(buf, n, dt, dest, stag, source, rtag, comm) }?;
+        let h = store(obj)?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(req, h, "request") }
+    }
+}
+
+/// `MPI_Recv` with a large count.
+///
+/// # Safety
+/// As for `MPI_Recv`.
+unsafe fn recv(
+    buf: *mut c_void,
+    n: i64,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    comm: usize,
+    status: *mut CStatus,
+) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    // SAFETY: the caller's buffer, valid for the call.
+    let b = unsafe { raw(buf, n, dt) }?;
+    let (st, err) = finish(start_recv(&c, b, source, tag)?);
+    // SAFETY: the caller's status or MPI_STATUS_IGNORE.
+    unsafe { put_status(status, &st) };
+    err.map_or(Ok(()), Err)
+}
+
+/// `MPI_Irecv` with a large count.
+///
+/// # Safety
+/// As for `MPI_Irecv`.
+unsafe fn irecv(
+    buf: *mut c_void,
+    n: i64,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    // SAFETY: the caller keeps the buffer valid until the request completes.
+    let b = unsafe { raw(buf, n, dt) }?;
+    let r = start_recv(&c, b, source, tag)?;
+    let h = store(ReqObj::Op(r, comm))?;
+    // SAFETY: the caller's out-parameter.
+    unsafe { put(req, h, "request") }
+}
+
+/// `MPI_Recv_init` with a large count.
+///
+/// # Safety
+/// As for `MPI_Recv_init`.
+unsafe fn recv_init(
+    buf: *mut c_void,
+    n: i64,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    // SAFETY: the caller keeps the buffer valid until the request is freed.
+    let b = unsafe { raw(buf, n, dt) }?;
+    let p = match (source == ANY_SOURCE, tag == ANY_TAG) {
+        (true, true) => b.receive_init_from(&c.comm.any_process(), AnyTag),
+        (true, false) => b.receive_init_from(&c.comm.any_process(), tag),
+        (false, true) => b.receive_init_from(&c.comm.process_at_rank(source), AnyTag),
+        (false, false) => b.receive_init_from(&c.comm.process_at_rank(source), tag),
+    }?;
+    let h = store(ReqObj::Persistent(p, comm))?;
+    // SAFETY: the caller's out-parameter.
+    unsafe { put(req, h, "request") }
+}
+
+/// `buf, count, datatype` with a large count.
+type Msg = (*const c_void, i64, usize);
+/// A receive buffer with a large count.
+type MsgMut = (*mut c_void, i64, usize);
+
+/// `MPI_Sendrecv` with large counts.
+///
+/// # Safety
+/// As for `MPI_Sendrecv`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sendrecv(
+    (sbuf, scount, sdt): Msg,
+    dest: c_int,
+    stag: c_int,
+    (rbuf, rcount, rdt): MsgMut,
+    source: c_int,
+    rtag: c_int,
+    comm: usize,
+    status: *mut CStatus,
+) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    // SAFETY: the caller's buffers, valid for the call.
+    let (sb, rb) = unsafe { (raw(sbuf, scount, sdt)?, raw(rbuf, rcount, rdt)?) };
+    let obj = isendrecv(&c, sb, dest, stag, rb, source, rtag)?;
+    let (o, _) =
+        complete(obj, true).map_err(|_| Error::new(ErrorClass::Intern, "blocking completion"))?;
+    // SAFETY: the caller's status.
+    unsafe { put_status(status, &o.0) };
+    o.1.map_or(Ok(()), Err)
+}
+
+/// `MPI_Isendrecv` with large counts.
+///
+/// # Safety
+/// As for `MPI_Isendrecv`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn isendrecv_entry(
+    (sbuf, scount, sdt): Msg,
+    dest: c_int,
+    stag: c_int,
+    (rbuf, rcount, rdt): MsgMut,
+    source: c_int,
+    rtag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    // SAFETY: the caller's buffers, valid until the request completes.
+    let (sb, rb) = unsafe { (raw(sbuf, scount, sdt)?, raw(rbuf, rcount, rdt)?) };
+    let obj = match isendrecv(&c, sb, dest, stag, rb, source, rtag)? {
+        ReqObj::Pair(s, r, _, k) => ReqObj::Pair(s, r, comm, k),
+        o => o,
+    };
+    let h = store(obj)?;
+    // SAFETY: the caller's out-parameter.
+    unsafe { put(req, h, "request") }
 }

@@ -125,6 +125,18 @@ pub enum ReqObj {
     Op(OwnedRequest<'static, RawBuffer, L>, usize),
     /// A persistent request (and its communicator's handle).
     Persistent(OwnedPersistentRequest<'static, RawBuffer, L>, usize),
+    /// `MPI_Isendrecv`: the send and the receive, completed together (the
+    /// receive's status).
+    /// The last field keeps alive the private copy of the outgoing data of
+    /// `MPI_Isendrecv_replace` (empty otherwise).
+    Pair(
+        OwnedRequest<'static, RawBuffer, L>,
+        OwnedRequest<'static, RawBuffer, L>,
+        usize,
+        Vec<u8>,
+    ),
+    /// A generalized request (`MPI_Grequest_start`).
+    Greq(Arc<crate::p2p::Greq>),
 }
 
 /// A datatype handle's object.
@@ -133,6 +145,10 @@ pub struct TypeObj {
     pub dt: UserDatatype,
     /// Whether `MPI_Type_commit` was called.
     pub committed: bool,
+    /// The constructor and its arguments (`MPI_Type_get_envelope`).
+    pub contents: crate::dtype::Contents,
+    /// `MPI_Type_set_name` (empty until set).
+    pub name: String,
 }
 
 /// Everything after `MPI_Init`.
@@ -149,6 +165,10 @@ pub struct State {
     pub requests: Mutex<Table<ReqObj>>,
     /// User datatypes.
     pub types: Mutex<Table<TypeObj>>,
+    /// Matched messages (`MPI_Mprobe`).
+    pub messages: Mutex<Table<oxmpi::Message<'static>>>,
+    /// Groups (`MPI_Comm_group` and the group constructors).
+    pub groups: Mutex<Table<oxmpi::Group>>,
     /// The level `MPI_Init_thread` provided.
     pub provided: c_int,
 }

@@ -134,12 +134,26 @@ pub fn num_kind(h: usize) -> Option<Num> {
     })
 }
 
-/// Stores a new (uncommitted) user datatype; returns its handle.
+/// Stores a new (uncommitted) user datatype; returns its handle. Its
+/// envelope reports the combiner of `dt` without arguments: constructors
+/// use [`new_type_with`].
 pub fn new_type(dt: UserDatatype) -> Result<usize, oxmpi::Error> {
+    let contents = crate::dtype::Contents::of(&dt);
+    new_type_with(dt, contents)
+}
+
+/// Stores a new (uncommitted, unnamed) user datatype built by the
+/// constructor `contents` describes; returns its handle.
+pub fn new_type_with(
+    dt: UserDatatype,
+    contents: crate::dtype::Contents,
+) -> Result<usize, oxmpi::Error> {
     let s = state()?;
     Ok(lock(&s.types).insert(TypeObj {
         dt,
         committed: false,
+        contents,
+        name: String::new(),
     }))
 }
 

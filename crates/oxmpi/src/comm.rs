@@ -622,6 +622,125 @@ impl<'u, L: Level> Communicator<'u, L> {
         }
         self.create(ctx, group.world_ranks().to_vec()).map(Some)
     }
+
+    /// `MPI_Comm_create_group`: a communicator of `group`'s members (a
+    /// subset of this one's), collective over those members only: the
+    /// other processes of this communicator take no part. `tag` (`>= 0`)
+    /// keeps concurrent calls on this communicator apart (calls with
+    /// overlapping groups must use different tags or be made in the same
+    /// order on every member). A process outside `group` gets `None`
+    /// without communicating.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let evens: Vec<u32> = (0..world.size() as u32).step_by(2).collect();
+    /// let group = world.group().include(&evens).unwrap();
+    /// // Only the even ranks call it; the odd ones are free to do other work.
+    /// if world.rank() % 2 == 0 {
+    ///     let comm = world.create_group(&group, 7).unwrap().unwrap();
+    ///     assert_eq!(comm.rank(), world.rank() / 2);
+    ///     comm.barrier().unwrap();
+    /// }
+    /// ```
+    pub fn create_group(&self, group: &Group, tag: i32) -> Result<Option<Communicator<'u, L>>> {
+        check_tag(tag)?;
+        // The parent rank of each member, in group order.
+        let mut members = Vec::with_capacity(group.world_ranks().len());
+        for w in group.world_ranks() {
+            let p = self.ranks.iter().position(|r| r == w).ok_or_else(|| {
+                Error::new(
+                    ErrorClass::Group,
+                    format!("world rank {w} of the group is not in this communicator"),
+                )
+            })?;
+            members.push(p as u32);
+        }
+        if group.rank().is_none() {
+            return Ok(None);
+        }
+        let rt = self.rt();
+        let mine = *rt.next_ctx.lock().unwrap_or_else(|p| p.into_inner());
+        // Internal tags are negative: `-1 - tag` never meets the internal
+        // collectives' positive tags nor another call's tag.
+        let proposals = self.gather_among(&members, -1 - tag, &mine.to_le_bytes())?;
+        let ctx = proposals
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .max()
+            .unwrap_or(mine);
+        if ctx >= u16::MAX - 2 {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                "out of communicator context ids",
+            ));
+        }
+        {
+            let mut next = rt.next_ctx.lock().unwrap_or_else(|p| p.into_inner());
+            *next = (*next).max(ctx + 2);
+        }
+        self.create(ctx, group.world_ranks().to_vec()).map(Some)
+    }
+
+    /// Every member's `mine` (all the same length, at least one byte), in
+    /// the order of `members` (ranks of this communicator, this process
+    /// among them): an all-gather among `members` only, on this
+    /// communicator's internal context with internal tag `tag`.
+    fn gather_among(&self, members: &[u32], tag: i32, mine: &[u8]) -> Result<Vec<u8>> {
+        let rt = self.rt();
+        let n = mine.len();
+        let me = members
+            .iter()
+            .position(|&m| m == self.rank)
+            .expect("the caller is a member");
+        let mut all = vec![0u8; n * members.len()];
+        all[me * n..(me + 1) * n].copy_from_slice(mine);
+        let mut reqs: Vec<ReqId> = Vec::with_capacity(2 * members.len());
+        let mut first_err = None;
+        rt.pml.with(|o| {
+            for (i, chunk) in all.chunks_mut(n).enumerate() {
+                if i == me {
+                    continue;
+                }
+                let peer = members[i];
+                let posted = o
+                    .irecv(
+                        PBuffer::Contig(crate::buffer::bytes_mut(chunk)),
+                        MSource::Rank(peer),
+                        MTag::Value(tag),
+                        self.ctx + 1,
+                    )
+                    .and_then(|r| {
+                        reqs.push(r);
+                        o.isend(
+                            PBuffer::Contig(crate::buffer::bytes(mine)),
+                            peer,
+                            tag,
+                            self.ctx + 1,
+                            SendMode::Standard,
+                        )
+                    });
+                match posted {
+                    Ok(s) => reqs.push(s),
+                    Err(e) => {
+                        first_err = Some(e);
+                        break;
+                    }
+                }
+            }
+        });
+        // Every posted request completes before the buffers go away, even
+        // when one failed.
+        for r in reqs {
+            if let Err(e) = rt.pml.wait(r) {
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(all),
+        }
+    }
 }
 
 /// The `rank` given for `MPI_PROC_NULL`.

@@ -1,0 +1,1 @@
+//! Communicator and group calls.
