@@ -9,8 +9,12 @@ use oxmpi::traits::*;
 use oxmpi::{Error, ErrorClass, RawBuffer, SendMode, UserDatatype};
 
 use crate::entry;
-use crate::state::{state, CommObj, L};
-use crate::types::{count, num_kind, Num};
+use std::sync::Mutex;
+
+use crate::env::put;
+use crate::p2p::count64;
+use crate::state::{lock, state, CommObj, Table, L};
+use crate::types::{num_kind, Num};
 
 /// `MPI_IN_PLACE`.
 const IN_PLACE: *const c_void = 1 as *const c_void;
@@ -180,180 +184,6 @@ fn elem_size(k: Num) -> usize {
     }
 }
 
-/// Raw bytes of `n` elements of a predefined type at `p`.
-///
-/// # Safety
-/// `p` valid for `len` bytes.
-unsafe fn bytes<'a>(p: *const c_void, len: usize) -> &'a [u8] {
-    if len == 0 {
-        return &[];
-    }
-    // SAFETY: per the caller.
-    unsafe { std::slice::from_raw_parts(p.cast(), len) }
-}
-
-/// Linear reduce of `len` bytes of kind `k` to `root`; the result in
-/// `out` at the root.
-fn reduce_bytes(
-    c: &CommObj,
-    mine: &[u8],
-    out: Option<&mut [u8]>,
-    k: Num,
-    op: Op,
-    root: c_int,
-) -> Result<(), Error> {
-    let (me, n) = (c.coll.rank(), c.coll.size());
-    if root < 0 || root >= n {
-        return Err(Error::new(
-            ErrorClass::Root,
-            format!("root {root} of a communicator of {n}"),
-        ));
-    }
-    if me != root {
-        return c.coll.process_at_rank(root).send_with_tag(mine, TAG);
-    }
-    let mut acc = mine.to_vec();
-    let mut tmp = vec![0u8; mine.len()];
-    let es = elem_size(k).max(1);
-    // Rank order, so non-commutative rounding is the same on every run.
-    let mut ordered: Vec<Vec<u8>> = Vec::new();
-    for r in 0..n {
-        if r == me {
-            ordered.push(std::mem::take(&mut acc));
-            continue;
-        }
-        c.coll
-            .process_at_rank(r)
-            .receive_into_with_tag(&mut tmp[..], TAG)?;
-        ordered.push(tmp.clone());
-    }
-    let mut it = ordered.into_iter();
-    let mut acc = it.next().unwrap_or_default();
-    for x in it {
-        for at in (0..acc.len()).step_by(es) {
-            combine_one(op, k, &mut acc, &x, at);
-        }
-    }
-    if let Some(out) = out {
-        out.copy_from_slice(&acc);
-    }
-    Ok(())
-}
-
-fn bcast_bytes(c: &CommObj, buf: &mut [u8], root: c_int) -> Result<(), Error> {
-    let (me, n) = (c.coll.rank(), c.coll.size());
-    if root < 0 || root >= n {
-        return Err(Error::new(
-            ErrorClass::Root,
-            format!("root {root} of a communicator of {n}"),
-        ));
-    }
-    if me == root {
-        for r in (0..n).filter(|&r| r != me) {
-            c.coll.process_at_rank(r).send_with_tag(&buf[..], TAG)?;
-        }
-        Ok(())
-    } else {
-        c.coll
-            .process_at_rank(root)
-            .receive_into_with_tag(buf, TAG)
-            .map(|_| ())
-    }
-}
-
-/// Checks `dt` is a predefined type that `op` applies to.
-fn reduction(dt: usize, op: usize) -> Result<(Num, Op), Error> {
-    let op = op_of(op)?;
-    let k = num_kind(dt).ok_or_else(|| {
-        Error::new(
-            ErrorClass::Type,
-            format!("reductions need a predefined numeric type, not {dt:#x}"),
-        )
-    })?;
-    if !valid(op, k) {
-        return Err(Error::new(
-            ErrorClass::Op,
-            format!("{op:?} does not apply to datatype {dt:#x}"),
-        ));
-    }
-    Ok((k, op))
-}
-
-entry! {
-    /// `MPI_Barrier`.
-    fn MPI_Barrier / PMPI_Barrier(comm: usize) comm = Some(comm); {
-        state()?.comm(comm)?.comm.barrier()
-    }
-
-    /// `MPI_Bcast` (linear from the root).
-    fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, n: c_int, dt: usize, root: c_int, comm: usize) comm = Some(comm); {
-        let s = state()?;
-        let c = s.comm(comm)?;
-        let t = s.datatype(dt)?;
-        let n = count(n)?;
-        // SAFETY: the caller's buffer holds `n` elements of `dt`.
-        let mut raw = unsafe { RawBuffer::new(buf.cast(), n, &t) }?;
-        let size = c.coll.size();
-        if root < 0 || root >= size {
-            return Err(Error::new(ErrorClass::Root, format!("root {root} of a communicator of {size}")));
-        }
-        if c.coll.rank() == root {
-            for r in (0..size).filter(|&r| r != root) {
-                c.coll.process_at_rank(r).send_with_tag(&raw, TAG)?;
-            }
-            Ok(())
-        } else {
-            c.coll.process_at_rank(root).receive_into_with_tag(&mut raw, TAG).map(|_| ())
-        }
-    }
-
-    /// `MPI_Reduce` on predefined types and operations.
-    fn MPI_Reduce / PMPI_Reduce(
-        sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: usize, op: usize, root: c_int, comm: usize,
-    ) comm = Some(comm); {
-        let s = state()?;
-        let c = s.comm(comm)?;
-        let (k, op) = reduction(dt, op)?;
-        let len = count(n)? * elem_size(k);
-        let me = c.coll.rank();
-        let src = if sbuf == IN_PLACE && me == root { rbuf.cast_const() } else { sbuf };
-        // SAFETY: the caller's buffers hold `n` elements of `dt`.
-        let mine = unsafe { bytes(src, len) }.to_vec();
-        if me == root {
-            let mut out = vec![0u8; len];
-            reduce_bytes(&c, &mine, Some(&mut out), k, op, root)?;
-            // SAFETY: the root's receive buffer holds `n` elements.
-            unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), rbuf.cast::<u8>(), len) };
-            Ok(())
-        } else {
-            reduce_bytes(&c, &mine, None, k, op, root)
-        }
-    }
-
-    /// `MPI_Allreduce`: reduce to rank 0, then broadcast.
-    fn MPI_Allreduce / PMPI_Allreduce(
-        sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: usize, op: usize, comm: usize,
-    ) comm = Some(comm); {
-        let s = state()?;
-        let c = s.comm(comm)?;
-        let (k, op) = reduction(dt, op)?;
-        let len = count(n)? * elem_size(k);
-        let src = if sbuf == IN_PLACE { rbuf.cast_const() } else { sbuf };
-        // SAFETY: the caller's buffers hold `n` elements of `dt`.
-        let mine = unsafe { bytes(src, len) }.to_vec();
-        let mut out = vec![0u8; len];
-        if c.coll.rank() == 0 {
-            reduce_bytes(&c, &mine, Some(&mut out), k, op, 0)?;
-        } else {
-            reduce_bytes(&c, &mine, None, k, op, 0)?;
-        }
-        bcast_bytes(&c, &mut out, 0)?;
-        // SAFETY: the receive buffer holds `n` elements.
-        unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), rbuf.cast::<u8>(), len) };
-        Ok(())
-    }
-}
-
 /// `count` elements of handle `dt` at `buf + index * count * extent`.
 ///
 /// # Safety
@@ -502,103 +332,560 @@ fn dt_opt(h: usize, used: bool) -> Result<Option<UserDatatype>, Error> {
     state()?.datatype(h).map(Some)
 }
 
+/// A reduction: a predefined operation on a predefined type, or a
+/// program's function (`MPI_Op_create`) on any datatype.
+enum Kernel {
+    Builtin(Num, Op),
+    User(UserOp, usize),
+}
+
+/// A program's operation.
+#[derive(Clone, Copy)]
+pub struct UserOp {
+    f: UserFn,
+    commute: bool,
+}
+
+/// `MPI_User_function` or `MPI_User_function_c`.
+#[derive(Clone, Copy)]
+enum UserFn {
+    Int(unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut usize)),
+    Count(unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut usize)),
+}
+
+/// User operations by handle.
+static OPS: Mutex<Table<UserOp>> = Mutex::new(Table::new());
+
+fn kernel(dt: usize, op: usize) -> Result<Kernel, Error> {
+    if let Some(u) = lock(&OPS).get(op).copied() {
+        state()?.datatype(dt)?;
+        return Ok(Kernel::User(u, dt));
+    }
+    let op = op_of(op)?;
+    let k = num_kind(dt).ok_or_else(|| {
+        Error::new(
+            ErrorClass::Type,
+            format!("predefined operations need a predefined numeric type, not {dt:#x}"),
+        )
+    })?;
+    if !valid(op, k) {
+        return Err(Error::new(
+            ErrorClass::Op,
+            format!("{op:?} does not apply to datatype {dt:#x}"),
+        ));
+    }
+    Ok(Kernel::Builtin(k, op))
+}
+
+/// `inout = x op inout` over `n` elements in memory layout.
+fn apply(k: &Kernel, x: &mut [u8], inout: &mut [u8], n: usize) -> Result<(), Error> {
+    match k {
+        Kernel::Builtin(num, op) => {
+            // Builtin kernels fold into the accumulator: acc op x. The
+            // predefined operations are commutative, so inout = x op inout.
+            let es = elem_size(*num).max(1);
+            for at in (0..inout.len()).step_by(es) {
+                combine_one(*op, *num, inout, x, at);
+            }
+            Ok(())
+        }
+        Kernel::User(u, dt) => {
+            let mut dt = *dt;
+            match u.f {
+                UserFn::Int(f) => {
+                    let mut len = c_int::try_from(n).map_err(|_| {
+                        Error::new(ErrorClass::Count, "count too large for MPI_User_function")
+                    })?;
+                    // SAFETY: the program's function on two buffers of `n`
+                    // elements of `dt`, as MPI_Op_create registered it.
+                    unsafe {
+                        f(
+                            x.as_mut_ptr().cast(),
+                            inout.as_mut_ptr().cast(),
+                            &mut len,
+                            &mut dt,
+                        )
+                    };
+                }
+                UserFn::Count(f) => {
+                    let mut len = n as i64;
+                    // SAFETY: as above.
+                    unsafe {
+                        f(
+                            x.as_mut_ptr().cast(),
+                            inout.as_mut_ptr().cast(),
+                            &mut len,
+                            &mut dt,
+                        )
+                    };
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The memory image of `n` elements of `dt`: its length, and the offset of
+/// the origin in it (data may lie before the origin).
+fn image(dt: &UserDatatype, n: usize) -> Result<(usize, isize), Error> {
+    let conv = oxmpi_datatype::Convertor::new(dt.as_raw(), n)?;
+    Ok(match conv.span() {
+        Some(sp) => ((sp.end - sp.start) as usize, -sp.start),
+        None => (0, 0),
+    })
+}
+
+/// A raw buffer over an image buffer.
+fn image_buf(v: &mut [u8], origin: isize, n: usize, dt: &UserDatatype) -> Result<RawBuffer, Error> {
+    let p = (v.as_mut_ptr() as usize).wrapping_add_signed(origin) as *const u8;
+    // SAFETY: the image holds the span of `n` elements around `origin`,
+    // and outlives the operations (they complete before it is dropped).
+    unsafe { RawBuffer::new(p, n, dt) }
+}
+
+/// Copies `n` elements of `dt` from the caller's `src` into an image.
+fn to_image(
+    c: &CommObj,
+    src: *const c_void,
+    n: usize,
+    dt: &UserDatatype,
+) -> Result<(Vec<u8>, isize), Error> {
+    let (len, origin) = image(dt, n)?;
+    let mut v = vec![0u8; len];
+    // SAFETY: the caller's buffer holds `n` elements of `dt`.
+    let s = unsafe { RawBuffer::new(src.cast(), n, dt) }?;
+    let d = image_buf(&mut v, origin, n, dt)?;
+    local_copy(c, s, d)?;
+    Ok((v, origin))
+}
+
+/// Linear reduction in rank order to `root`; the result written to `rbuf`
+/// there (only the bytes the datatype describes).
+///
+/// # Safety
+/// The caller's buffers as `MPI_Reduce` requires.
+#[allow(clippy::too_many_arguments)] // the arguments of MPI_Reduce
+unsafe fn reduce(
+    c: &CommObj,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    n: usize,
+    dt: usize,
+    op: usize,
+    root: c_int,
+) -> Result<(), Error> {
+    check_root(c, root)?;
+    let k = kernel(dt, op)?;
+    let t = state()?.datatype(dt)?;
+    let me = c.coll.rank();
+    let src = if sbuf == IN_PLACE && me == root {
+        rbuf.cast_const()
+    } else {
+        sbuf
+    };
+    let (mut mine, origin) = to_image(c, src, n, &t)?;
+    if me != root {
+        let b = image_buf(&mut mine, origin, n, &t)?;
+        return wait_all(vec![b.send_to(
+            &c.coll.process_at_rank(root),
+            TAG,
+            SendMode::Standard,
+        )?]);
+    }
+    let mut parts = Vec::new();
+    for r in 0..c.coll.size() {
+        if r == me {
+            parts.push(std::mem::take(&mut mine));
+            continue;
+        }
+        let mut v = vec![0u8; image(&t, n)?.0];
+        let b = image_buf(&mut v, origin, n, &t)?;
+        wait_all(vec![b.receive_from(&c.coll.process_at_rank(r), TAG)?])?;
+        parts.push(v);
+    }
+    // ((x0 op x1) op x2) ...: the user function computes inout = in op inout.
+    let mut it = parts.into_iter();
+    let mut acc = it.next().unwrap_or_default();
+    for mut x in it {
+        if matches!(k, Kernel::User(..)) {
+            apply(&k, &mut acc, &mut x, n)?;
+            acc = x;
+        } else {
+            apply(&k, &mut x, &mut acc, n)?;
+        }
+    }
+    let s = image_buf(&mut acc, origin, n, &t)?;
+    // SAFETY: the root's receive buffer holds `n` elements of `dt`.
+    let d = unsafe { RawBuffer::new(rbuf.cast_const().cast(), n, &t) }?;
+    local_copy(c, s, d)
+}
+
+/// Linear broadcast of `n` elements of `dt` at `buf` from `root`.
+///
+/// # Safety
+/// The caller's buffer as `MPI_Bcast` requires.
+unsafe fn bcast(
+    c: &CommObj,
+    buf: *mut c_void,
+    n: usize,
+    dt: usize,
+    root: c_int,
+) -> Result<(), Error> {
+    check_root(c, root)?;
+    let t = state()?.datatype(dt)?;
+    // SAFETY: the caller's buffer holds `n` elements of `dt`.
+    let mut b = unsafe { RawBuffer::new(buf.cast_const().cast(), n, &t) }?;
+    if c.coll.rank() == root {
+        for r in (0..c.coll.size()).filter(|&r| r != root) {
+            c.coll.process_at_rank(r).send_with_tag(&b, TAG)?;
+        }
+        Ok(())
+    } else {
+        c.coll
+            .process_at_rank(root)
+            .receive_into_with_tag(&mut b, TAG)
+            .map(|_| ())
+    }
+}
+
+/// Collective arguments with large counts.
+struct Args {
+    sbuf: *const c_void,
+    sn: i64,
+    sdt: usize,
+    rbuf: *mut c_void,
+    rn: i64,
+    rdt: usize,
+}
+
+/// `MPI_Gather` with large counts.
+///
+/// # Safety
+/// As for `MPI_Gather`.
+unsafe fn gather_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    let is_root = c.coll.rank() == root;
+    let st = dt_opt(a.sdt, !(is_root && a.sbuf == IN_PLACE))?;
+    let rt = dt_opt(a.rdt, is_root)?;
+    let sn = if st.is_some() { count64(a.sn)? } else { 0 };
+    let rn = if is_root { count64(a.rn)? } else { 0 };
+    // SAFETY: forwarded.
+    unsafe { gather(&c, a.sbuf, sn, st.as_ref(), a.rbuf, rn, rt.as_ref(), root) }
+}
+
+/// `MPI_Scatter` with large counts.
+///
+/// # Safety
+/// As for `MPI_Scatter`.
+unsafe fn scatter_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    let is_root = c.coll.rank() == root;
+    let st = dt_opt(a.sdt, is_root)?;
+    let rt = dt_opt(a.rdt, !(is_root && a.rbuf.cast_const() == IN_PLACE))?;
+    let sn = if is_root { count64(a.sn)? } else { 0 };
+    let rn = if rt.is_some() { count64(a.rn)? } else { 0 };
+    // SAFETY: forwarded.
+    unsafe { scatter(&c, a.sbuf, sn, st.as_ref(), a.rbuf, rn, rt.as_ref(), root) }
+}
+
+/// `MPI_Allgather` with large counts: gather to rank 0, then broadcast.
+///
+/// # Safety
+/// As for `MPI_Allgather`.
+unsafe fn allgather_entry(a: Args, comm: usize) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    let me = c.coll.rank();
+    let rt = state()?.datatype(a.rdt)?;
+    let rn = count64(a.rn)?;
+    let (sbuf, sn, st) = if a.sbuf == IN_PLACE {
+        // This rank's block is in the receive buffer already.
+        let p = (a.rbuf as usize).wrapping_add_signed((me as usize * rn) as isize * rt.extent());
+        (
+            if me == 0 {
+                IN_PLACE
+            } else {
+                p as *const c_void
+            },
+            rn,
+            rt.clone(),
+        )
+    } else {
+        (a.sbuf, count64(a.sn)?, state()?.datatype(a.sdt)?)
+    };
+    // SAFETY: forwarded.
+    unsafe { gather(&c, sbuf, sn, Some(&st), a.rbuf, rn, Some(&rt), 0) }?;
+    let whole = c.coll.size() as usize * rn;
+    // SAFETY: forwarded: the whole receive buffer.
+    unsafe { bcast(&c, a.rbuf, whole, a.rdt, 0) }
+}
+
+/// `MPI_Alltoall` with large counts: every block posted at once.
+///
+/// # Safety
+/// As for `MPI_Alltoall`.
+unsafe fn alltoall_entry(a: Args, comm: usize) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    let (me, n) = (c.coll.rank(), c.coll.size());
+    let rt = state()?.datatype(a.rdt)?;
+    let rn = count64(a.rn)?;
+    let bytes = UserDatatype::of::<u8>();
+    // In place: send from a packed copy of the receive buffer.
+    let mut copy = Vec::new();
+    let (sbuf, sn, st) = if a.sbuf == IN_PLACE {
+        // SAFETY: the caller's receive buffer.
+        let b = unsafe { RawBuffer::new(a.rbuf.cast_const().cast(), n as usize * rn, &rt) }?;
+        copy = vec![0u8; b.packed_len()];
+        let len = copy.len();
+        // SAFETY: `copy` outlives the transfers.
+        let d = unsafe { RawBuffer::new(copy.as_mut_ptr(), len, &bytes) }?;
+        local_copy(&c, b, d)?;
+        (
+            copy.as_ptr().cast::<c_void>(),
+            rn * rt.size(),
+            bytes.clone(),
+        )
+    } else {
+        (a.sbuf, count64(a.sn)?, state()?.datatype(a.sdt)?)
+    };
+    let mut reqs = Vec::new();
+    for r in 0..n {
+        // SAFETY: block `r` of the receive buffer.
+        let b = unsafe { block(a.rbuf, r as usize, rn, &rt) }?;
+        reqs.push(b.receive_from(&c.coll.process_at_rank(r), TAG + 2)?);
+    }
+    for k in 0..n {
+        let r = (me + k) % n;
+        // SAFETY: block `r` of the send buffer.
+        let b = unsafe { block(sbuf, r as usize, sn, &st) }?;
+        reqs.push(b.send_to(&c.coll.process_at_rank(r), TAG + 2, SendMode::Standard)?);
+    }
+    let r = wait_all(reqs);
+    drop(copy);
+    r
+}
+
+/// `MPI_Allreduce` with a large count: reduce to rank 0, then broadcast.
+///
+/// # Safety
+/// As for `MPI_Allreduce`.
+unsafe fn allreduce_entry(
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    n: i64,
+    dt: usize,
+    op: usize,
+    comm: usize,
+) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    let n = count64(n)?;
+    let src = if sbuf == IN_PLACE && c.coll.rank() != 0 {
+        rbuf.cast_const()
+    } else {
+        sbuf
+    };
+    // SAFETY: forwarded.
+    unsafe {
+        reduce(&c, src, rbuf, n, dt, op, 0)?;
+        bcast(&c, rbuf, n, dt, 0)
+    }
+}
+
+/// `MPI_Reduce` with a large count.
+///
+/// # Safety
+/// As for `MPI_Reduce`.
+unsafe fn reduce_entry(
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    n: i64,
+    dt: usize,
+    op: usize,
+    root: c_int,
+    comm: usize,
+) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    // SAFETY: forwarded.
+    unsafe { reduce(&c, sbuf, rbuf, count64(n)?, dt, op, root) }
+}
+
+/// `MPI_Bcast` with a large count.
+///
+/// # Safety
+/// As for `MPI_Bcast`.
+unsafe fn bcast_entry(
+    buf: *mut c_void,
+    n: i64,
+    dt: usize,
+    root: c_int,
+    comm: usize,
+) -> Result<(), Error> {
+    let c = state()?.comm(comm)?;
+    // SAFETY: forwarded.
+    unsafe { bcast(&c, buf, count64(n)?, dt, root) }
+}
+
+fn op_create(f: UserFn, commute: c_int, op: *mut usize) -> Result<(), Error> {
+    state()?;
+    let h = lock(&OPS).insert(UserOp {
+        f,
+        commute: commute != 0,
+    });
+    // SAFETY: the caller's out-parameter.
+    unsafe { put(op, h, "op") }
+}
+
 entry! {
+    /// `MPI_Barrier`.
+    fn MPI_Barrier / PMPI_Barrier(comm: usize) comm = Some(comm); {
+        state()?.comm(comm)?.comm.barrier()
+    }
+
+    /// `MPI_Bcast` (linear from the root).
+    fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, n: c_int, dt: usize, root: c_int, comm: usize) comm = Some(comm); {
+        // SAFETY: the caller's buffer.
+        unsafe { bcast_entry(buf, n.into(), dt, root, comm) }
+    }
+    /// `MPI_Bcast_c`.
+    fn MPI_Bcast_c / PMPI_Bcast_c(buf: *mut c_void, n: i64, dt: usize, root: c_int, comm: usize) comm = Some(comm); {
+        // SAFETY: the caller's buffer.
+        unsafe { bcast_entry(buf, n, dt, root, comm) }
+    }
+
+    /// `MPI_Reduce`: predefined operations on predefined types, and
+    /// `MPI_Op_create` operations on any datatype, in rank order.
+    fn MPI_Reduce / PMPI_Reduce(
+        sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: usize, op: usize, root: c_int, comm: usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers.
+        unsafe { reduce_entry(sbuf, rbuf, n.into(), dt, op, root, comm) }
+    }
+    /// `MPI_Reduce_c`.
+    fn MPI_Reduce_c / PMPI_Reduce_c(
+        sbuf: *const c_void, rbuf: *mut c_void, n: i64, dt: usize, op: usize, root: c_int, comm: usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers.
+        unsafe { reduce_entry(sbuf, rbuf, n, dt, op, root, comm) }
+    }
+
+    /// `MPI_Allreduce`.
+    fn MPI_Allreduce / PMPI_Allreduce(
+        sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: usize, op: usize, comm: usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers.
+        unsafe { allreduce_entry(sbuf, rbuf, n.into(), dt, op, comm) }
+    }
+    /// `MPI_Allreduce_c`.
+    fn MPI_Allreduce_c / PMPI_Allreduce_c(
+        sbuf: *const c_void, rbuf: *mut c_void, n: i64, dt: usize, op: usize, comm: usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers.
+        unsafe { allreduce_entry(sbuf, rbuf, n, dt, op, comm) }
+    }
+
     /// `MPI_Gather`.
     fn MPI_Gather / PMPI_Gather(
         sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, root: c_int, comm: usize,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        let is_root = c.coll.rank() == root;
-        let st = dt_opt(sdt, !(is_root && sbuf == IN_PLACE))?;
-        let rt = dt_opt(rdt, is_root)?;
-        let (sn, rn) = (count(sn)?, if is_root { count(rn)? } else { 0 });
-        // SAFETY: the caller's buffers, as MPI_Gather requires.
-        unsafe { gather(&c, sbuf, sn, st.as_ref(), rbuf, rn, rt.as_ref(), root) }
+        // SAFETY: the caller's buffers.
+        unsafe { gather_entry(Args { sbuf, sn: sn.into(), sdt, rbuf, rn: rn.into(), rdt }, root, comm) }
+    }
+    /// `MPI_Gather_c`.
+    fn MPI_Gather_c / PMPI_Gather_c(
+        sbuf: *const c_void, sn: i64, sdt: usize, rbuf: *mut c_void, rn: i64, rdt: usize, root: c_int, comm: usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers.
+        unsafe { gather_entry(Args { sbuf, sn, sdt, rbuf, rn, rdt }, root, comm) }
     }
 
     /// `MPI_Scatter`.
     fn MPI_Scatter / PMPI_Scatter(
         sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, root: c_int, comm: usize,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        let is_root = c.coll.rank() == root;
-        let st = dt_opt(sdt, is_root)?;
-        let rt = dt_opt(rdt, !(is_root && rbuf.cast_const() == IN_PLACE))?;
-        let sn = if is_root { count(sn)? } else { 0 };
-        let rn = if rt.is_some() { count(rn)? } else { 0 };
-        // SAFETY: the caller's buffers, as MPI_Scatter requires.
-        unsafe { scatter(&c, sbuf, sn, st.as_ref(), rbuf, rn, rt.as_ref(), root) }
+        // SAFETY: the caller's buffers.
+        unsafe { scatter_entry(Args { sbuf, sn: sn.into(), sdt, rbuf, rn: rn.into(), rdt }, root, comm) }
+    }
+    /// `MPI_Scatter_c`.
+    fn MPI_Scatter_c / PMPI_Scatter_c(
+        sbuf: *const c_void, sn: i64, sdt: usize, rbuf: *mut c_void, rn: i64, rdt: usize, root: c_int, comm: usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers.
+        unsafe { scatter_entry(Args { sbuf, sn, sdt, rbuf, rn, rdt }, root, comm) }
     }
 
-    /// `MPI_Allgather`: gather to rank 0, then broadcast the whole buffer.
+    /// `MPI_Allgather`.
     fn MPI_Allgather / PMPI_Allgather(
         sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, comm: usize,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        let me = c.coll.rank();
-        let rt = dt_opt(rdt, true)?.expect("used");
-        let rn = count(rn)?;
-        // In place: this rank's block is already in the receive buffer;
-        // send it from there.
-        let (sbuf, sn, st) = if sbuf == IN_PLACE {
-            // SAFETY: this rank's block of the receive buffer.
-            let p = (rbuf as usize).wrapping_add_signed((me as usize * rn) as isize * rt.extent());
-            (p as *const c_void, rn, rt.clone())
-        } else {
-            (sbuf, count(sn)?, dt_opt(sdt, true)?.expect("used"))
-        };
-        let at_root = if me == 0 && sbuf == IN_PLACE { IN_PLACE } else { sbuf };
         // SAFETY: the caller's buffers.
-        unsafe { gather(&c, if me == 0 { at_root } else { sbuf }, sn, Some(&st), rbuf, rn, Some(&rt), 0) }?;
-        let whole = count(c.coll.size())? * rn;
-        // SAFETY: the whole receive buffer.
-        let mut b = unsafe { RawBuffer::new(rbuf.cast_const().cast(), whole, &rt) }?;
-        if me == 0 {
-            for r in 1..c.coll.size() {
-                c.coll.process_at_rank(r).send_with_tag(&b, TAG)?;
-            }
-            Ok(())
-        } else {
-            c.coll.process_at_rank(0).receive_into_with_tag(&mut b, TAG).map(|_| ())
-        }
+        unsafe { allgather_entry(Args { sbuf, sn: sn.into(), sdt, rbuf, rn: rn.into(), rdt }, comm) }
+    }
+    /// `MPI_Allgather_c`.
+    fn MPI_Allgather_c / PMPI_Allgather_c(
+        sbuf: *const c_void, sn: i64, sdt: usize, rbuf: *mut c_void, rn: i64, rdt: usize, comm: usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers.
+        unsafe { allgather_entry(Args { sbuf, sn, sdt, rbuf, rn, rdt }, comm) }
     }
 
-    /// `MPI_Alltoall`: every block posted at once, receives first.
+    /// `MPI_Alltoall`.
     fn MPI_Alltoall / PMPI_Alltoall(
         sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, comm: usize,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        let (me, n) = (c.coll.rank(), c.coll.size());
-        let rt = dt_opt(rdt, true)?.expect("used");
-        let rn = count(rn)?;
-        // In place: send from a packed copy of the receive buffer.
-        let copy: Vec<u8>;
-        let bytes = UserDatatype::of::<u8>();
-        let (sbuf, sn, st) = if sbuf == IN_PLACE {
-            let whole = n as usize * rn;
-            // SAFETY: the caller's receive buffer.
-            let b = unsafe { RawBuffer::new(rbuf.cast_const().cast(), whole, &rt) }?;
-            let mut v = vec![0u8; b.packed_len()];
-            // SAFETY: `v` outlives the copy.
-            let d = unsafe { RawBuffer::new(v.as_mut_ptr(), v.len(), &bytes) }?;
-            local_copy(&c, b, d)?;
-            copy = v;
-            (copy.as_ptr().cast::<c_void>(), rn * rt.size(), bytes.clone())
-        } else {
-            (sbuf, count(sn)?, dt_opt(sdt, true)?.expect("used"))
+        // SAFETY: the caller's buffers.
+        unsafe { alltoall_entry(Args { sbuf, sn: sn.into(), sdt, rbuf, rn: rn.into(), rdt }, comm) }
+    }
+    /// `MPI_Alltoall_c`.
+    fn MPI_Alltoall_c / PMPI_Alltoall_c(
+        sbuf: *const c_void, sn: i64, sdt: usize, rbuf: *mut c_void, rn: i64, rdt: usize, comm: usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's buffers.
+        unsafe { alltoall_entry(Args { sbuf, sn, sdt, rbuf, rn, rdt }, comm) }
+    }
+
+    /// `MPI_Op_create`.
+    fn MPI_Op_create / PMPI_Op_create(
+        f: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut usize)>,
+        commute: c_int,
+        op: *mut usize,
+    ) comm = None; {
+        let f = f.ok_or_else(|| crate::state::null_arg("user_fn"))?;
+        op_create(UserFn::Int(f), commute, op)
+    }
+    /// `MPI_Op_create_c`.
+    fn MPI_Op_create_c / PMPI_Op_create_c(
+        f: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut usize)>,
+        commute: c_int,
+        op: *mut usize,
+    ) comm = None; {
+        let f = f.ok_or_else(|| crate::state::null_arg("user_fn"))?;
+        op_create(UserFn::Count(f), commute, op)
+    }
+
+    /// `MPI_Op_free` (predefined operations: `MPI_ERR_OP`).
+    fn MPI_Op_free / PMPI_Op_free(op: *mut usize) comm = None; {
+        if op.is_null() {
+            return Err(crate::state::null_arg("op"));
+        }
+        // SAFETY: not null, valid per the caller.
+        let h = unsafe { *op };
+        lock(&OPS)
+            .remove(h)
+            .ok_or_else(|| Error::new(ErrorClass::Op, format!("{h:#x} is not a user operation")))?;
+        // SAFETY: as above: MPI_OP_NULL.
+        unsafe { *op = 0x20 };
+        Ok(())
+    }
+
+    /// `MPI_Op_commutative`.
+    fn MPI_Op_commutative / PMPI_Op_commutative(op: usize, commute: *mut c_int) comm = None; {
+        let c = match lock(&OPS).get(op) {
+            Some(u) => u.commute,
+            None => {
+                op_of(op)?;
+                true
+            }
         };
-        let mut reqs = Vec::new();
-        for r in 0..n {
-            // SAFETY: block `r` of the receive buffer.
-            let b = unsafe { block(rbuf, r as usize, rn, &rt) }?;
-            reqs.push(b.receive_from(&c.coll.process_at_rank(r), TAG + 2)?);
-        }
-        for k in 0..n {
-            let r = (me + k) % n;
-            // SAFETY: block `r` of the send buffer.
-            let b = unsafe { block(sbuf, r as usize, sn, &st) }?;
-            reqs.push(b.send_to(&c.coll.process_at_rank(r), TAG + 2, SendMode::Standard)?);
-        }
-        wait_all(reqs)
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(commute, c_int::from(c), "commute") }
     }
 }

@@ -16,11 +16,11 @@ use crate::state::{
 const THREAD_SINGLE: c_int = 0;
 const THREAD_MULTIPLE: c_int = 4096;
 const TAG_UB_KEY: c_int = 501;
-const UNIVERSE_SIZE_KEY: c_int = 504;
-const APPNUM_KEY: c_int = 503;
-const WTIME_IS_GLOBAL_KEY: c_int = 505;
-const HOST_KEY: c_int = 502;
-const IO_KEY: c_int = 506;
+const IO_KEY: c_int = 502;
+const HOST_KEY: c_int = 503;
+const WTIME_IS_GLOBAL_KEY: c_int = 504;
+const UNIVERSE_SIZE_KEY: c_int = 505;
+const APPNUM_KEY: c_int = 506;
 const LIBRARY_VERSION: &str = concat!(
     "oxmpi ",
     env!("CARGO_PKG_VERSION"),

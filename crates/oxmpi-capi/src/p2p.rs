@@ -165,7 +165,7 @@ pub fn request_comm(h: usize) -> Option<usize> {
     let s = crate::state::state_any()?;
     match lock(&s.requests).get(h)? {
         ReqObj::Op(_, c) | ReqObj::Persistent(_, c) | ReqObj::Pair(_, _, c, _) => Some(*c),
-        ReqObj::Greq(_) => None,
+        ReqObj::Greq(_) | ReqObj::Done(..) => None,
     }
 }
 
@@ -248,6 +248,7 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
             o.1 = status_error(&sst).or(o.1);
             Ok((o, None))
         }
+        ReqObj::Done(st, err) => Ok(((st, err), None)),
         ReqObj::Greq(g) => {
             use std::sync::atomic::Ordering;
             while block && !g.complete.load(Ordering::Acquire) {
@@ -662,6 +663,7 @@ entry! {
                 // The send may still read the copy: it must outlive it.
                 std::mem::forget(keep);
             }
+            ReqObj::Done(..) => {}
             ReqObj::Greq(g) => {
                 use std::sync::atomic::Ordering;
                 g.freed.store(true, Ordering::Release);
@@ -979,7 +981,7 @@ entry! {
                     Some(ReqObj::Pair(a, b, _, _)) => a.is_complete() && b.is_complete(),
                     Some(ReqObj::Persistent(p, _)) => p.is_complete(),
                     Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
-                    None => true,
+                    Some(ReqObj::Done(..)) | None => true,
                 }
         });
         // SAFETY: the caller's out-parameter.
@@ -1011,6 +1013,7 @@ entry! {
             Some(ReqObj::Pair(a, b, _, _)) => a.is_complete() && b.is_complete(),
             Some(ReqObj::Persistent(p, _)) => p.is_complete(),
             Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+            Some(ReqObj::Done(..)) => true,
             None => return Err(Error::new(ErrorClass::Request, format!("invalid request handle {req:#x}"))),
         };
         // SAFETY: the caller's out-parameter.
@@ -1021,14 +1024,13 @@ entry! {
             let mut h = req;
             // SAFETY: a local copy of the handle.
             let o = unsafe { progress_one(&mut h, true) }?;
-            if let Some((st, _)) = o {
+            if let Some((st, err)) = o {
                 // SAFETY: the caller's status.
                 unsafe { put_status(status, &st) };
                 if h == REQUEST_NULL {
-                    // Completed and consumed: keep a completed stand-in.
-                    let proc_null = s.self_.comm.process_at_rank(oxmpi::PROC_NULL);
-                    let again = RawBuffer::from_status(&st)?.receive_from(&proc_null, AnyTag)?;
-                    lock(&s.requests).restore(req, ReqObj::Op(again, 0));
+                    // Completed and consumed: keep its outcome for the
+                    // MPI_Wait or MPI_Test that will free it.
+                    lock(&s.requests).restore(req, ReqObj::Done(st, err));
                 }
             }
         }
@@ -1055,6 +1057,7 @@ entry! {
                 }
                 Ok(())
             }
+            Some(ReqObj::Done(..)) => Ok(()),
             None => Err(Error::new(ErrorClass::Request, format!("invalid request handle {h:#x}"))),
         }
     }
@@ -1182,9 +1185,7 @@ entry! {
     fn MPI_Buffer_iflush / PMPI_Buffer_iflush(req: *mut usize) comm = None; {
         let s = state()?;
         s.universe.buffer_flush();
-        let r = RawBuffer::from_status(&CStatus::empty())?
-            .receive_from(&s.self_.comm.process_at_rank(oxmpi::PROC_NULL), AnyTag)?;
-        let h = store(ReqObj::Op(r, 0))?;
+        let h = store(ReqObj::Done(CStatus::empty(), None))?;
         // SAFETY: the caller's out-parameter.
         unsafe { put(req, h, "request") }
     }

@@ -57,6 +57,14 @@ impl<T> Default for Table<T> {
 }
 
 impl<T> Table<T> {
+    /// An empty table (usable in statics).
+    pub const fn new() -> Self {
+        Table {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
     /// Stores `v`; returns its handle.
     pub fn insert(&mut self, v: T) -> usize {
         let i = match self.free.pop() {
@@ -137,6 +145,9 @@ pub enum ReqObj {
     ),
     /// A generalized request (`MPI_Grequest_start`).
     Greq(Arc<crate::p2p::Greq>),
+    /// A request already complete, with its outcome (`MPI_Buffer_iflush`,
+    /// or one whose status `MPI_Request_get_status` took).
+    Done(crate::p2p::CStatus, Option<Error>),
 }
 
 /// A datatype handle's object.

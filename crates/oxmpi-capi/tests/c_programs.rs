@@ -149,3 +149,8 @@ fn ring_in_c() {
 fn point_to_point_in_c() {
     check("p2p", &[2, 3, 8], "p2p ok");
 }
+
+#[test]
+fn datatypes_in_c() {
+    check("datatypes", &[2, 3], "datatypes ok");
+}

@@ -75,18 +75,6 @@ impl RawBuffer {
         })
     }
 
-    /// An empty buffer (for requests that carry only a status, such as the
-    /// completed stand-ins of the C layer); `_status` names the use.
-    pub fn from_status<S>(_status: &S) -> Result<RawBuffer> {
-        Ok(RawBuffer {
-            region: MemRegion::EMPTY,
-            origin: 0,
-            datatype: UserDatatype::of::<u8>(),
-            count: 0,
-            packed: 0,
-        })
-    }
-
     /// Bytes of the packed message.
     pub fn packed_len(&self) -> usize {
         self.packed
