@@ -1357,3 +1357,96 @@ entry! {
         unsafe { create(newtype, contents, || Ok(Datatype::resized(any_type(oldtype)?.as_raw(), l, e)?)) }
     }
 }
+
+/// Copies `v` into the caller's array of `max` entries.
+///
+/// # Safety
+/// `out` valid for `max` entries (or null when `v` is empty).
+unsafe fn put_array<T: Copy>(out: *mut T, max: c_int, v: &[T], what: &str) -> Result<(), Error> {
+    if v.is_empty() {
+        return Ok(());
+    }
+    if (max as i64) < v.len() as i64 {
+        return Err(Error::new(
+            ErrorClass::Arg,
+            format!(
+                "{what}: room for {max} entries, the constructor had {}",
+                v.len()
+            ),
+        ));
+    }
+    if out.is_null() {
+        return Err(crate::state::null_arg(what));
+    }
+    // SAFETY: the caller's array holds at least `v.len()` entries.
+    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), out, v.len()) };
+    Ok(())
+}
+
+entry! {
+    /// `MPI_Type_get_contents`: the constructor's arguments; derived
+    /// datatypes among them come back as new handles (duplicates the
+    /// program frees), predefined ones as themselves.
+    fn MPI_Type_get_contents / PMPI_Type_get_contents(
+        datatype: usize, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int,
+        integers: *mut c_int, addresses: *mut isize, datatypes: *mut usize,
+    ) comm = None; {
+        if predefined(datatype).is_some() {
+            return Err(type_error(format!("{datatype:#x} is a predefined datatype: it has no contents")));
+        }
+        let c = {
+            let s = state()?;
+            let g = lock(&s.types);
+            g.get(datatype).ok_or_else(|| bad_handle(datatype))?.contents.clone()
+        };
+        if !c.counts.is_empty() {
+            return Err(type_error(format!(
+                "datatype {datatype:#x} was made by a large-count constructor: use MPI_Type_get_contents_c"
+            )));
+        }
+        let mut types = Vec::with_capacity(c.types.len());
+        for &t in &c.types {
+            if predefined(t).is_some() {
+                types.push(t);
+            } else {
+                let mut h = DATATYPE_NULL;
+                // SAFETY: a local out-parameter.
+                let rc = unsafe { PMPI_Type_dup(t, &mut h) };
+                if rc != 0 {
+                    return Err(type_error(format!("argument datatype {t:#x} was freed")));
+                }
+                types.push(h);
+            }
+        }
+        // SAFETY: the caller's arrays of the given sizes.
+        unsafe {
+            put_array(integers, max_integers, &c.ints, "array_of_integers")?;
+            put_array(addresses, max_addresses, &c.addrs, "array_of_addresses")?;
+            put_array(datatypes, max_datatypes, &types, "array_of_datatypes")
+        }
+    }
+}
+
+/// `MPI_Aint_add`: `base + disp` as an address.
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_add(base: isize, disp: isize) -> isize {
+    base.wrapping_add(disp)
+}
+
+/// `MPI_Aint_add`.
+#[no_mangle]
+pub extern "C" fn MPI_Aint_add(base: isize, disp: isize) -> isize {
+    PMPI_Aint_add(base, disp)
+}
+
+/// `MPI_Aint_diff`: `addr1 - addr2`.
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
+    addr1.wrapping_sub(addr2)
+}
+
+/// `MPI_Aint_diff`.
+#[no_mangle]
+pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
+    PMPI_Aint_diff(addr1, addr2)
+}
