@@ -515,6 +515,74 @@ fn threads(w: &Comm) {
     w.barrier().unwrap();
 }
 
+/// Communicator comparison, groups, communicators from groups, self, and
+/// the library-side view of the universe.
+fn groups(w: &Comm) {
+    use oxmpi::Comparison;
+    let (r, n) = (w.rank(), w.size());
+    check!(
+        oxmpi::is_initialized() && !oxmpi::is_finalized(),
+        "initialized flags"
+    );
+    check!(oxmpi::universe().is_some(), "a library sees the universe");
+    check!(w.compare(w) == Comparison::Identical, "compare with itself");
+    let d = w.dup().unwrap();
+    check!(w.compare(&d) == Comparison::Congruent, "compare with a dup");
+    let rev = w.split(Some(0), -r).unwrap().unwrap();
+    check!(
+        rev.rank() == n - 1 - r && w.compare(&rev) == Comparison::Similar,
+        "reversed split: rank {} {:?}",
+        rev.rank(),
+        w.compare(&rev)
+    );
+    let g = w.group();
+    let evens: Vec<u32> = (0..n as u32).step_by(2).collect();
+    let ge = g.include(&evens).unwrap();
+    let go = g.exclude(&evens).unwrap();
+    check!(
+        ge.size() as usize == evens.len() && ge.size() + go.size() == n as u32,
+        "incl/excl sizes"
+    );
+    check!(
+        ge.rank() == (r % 2 == 0).then_some(r as u32 / 2),
+        "rank in the even group"
+    );
+    let t = g.translate_ranks(&[0, 1], &ge).unwrap();
+    check!(t == vec![Some(0), None], "translate {t:?}");
+    check!(
+        g.include(&[n as u32]).is_err(),
+        "include of a rank out of range"
+    );
+    let ce = w.create_from_group(&ge).unwrap();
+    check!(ce.is_some() == (r % 2 == 0), "create_from_group membership");
+    if let Some(ce) = ce {
+        // Traffic on the new communicator, ring of the even ranks.
+        let m = ce.size();
+        let mut got = -1i32;
+        ce.process_at_rank((ce.rank() + 1) % m)
+            .send_receive_into(
+                &ce.rank(),
+                0,
+                &ce.process_at_rank((ce.rank() + m - 1) % m),
+                &mut got,
+                0,
+            )
+            .unwrap();
+        check!(
+            got == (ce.rank() + m - 1) % m,
+            "ring on the even communicator"
+        );
+    }
+    // MPI_COMM_SELF: a message to oneself.
+    let me = w.universe().self_();
+    let mut x = 0u64;
+    me.process_at_rank(0)
+        .send_receive_into(&(r as u64 + 5), 1, &me.process_at_rank(0), &mut x, 1)
+        .unwrap();
+    check!(x == r as u64 + 5 && me.size() == 1, "self communicator");
+    w.barrier().unwrap();
+}
+
 fn main() {
     let universe = oxmpi::initialize_with_threading(oxmpi::Threading::Multiple)
         .unwrap_or_else(|e| fail(format!("init: {e}")));
@@ -541,6 +609,9 @@ fn main() {
     }
     if run("futures") {
         futures(&world);
+    }
+    if run("groups") {
+        groups(&world);
     }
     if run("threads") {
         threads(&world);

@@ -70,7 +70,7 @@ pub use error::{Error, ErrorClass, Result};
 /// assert_eq!(Point::equivalent_datatype().size(), 16);
 /// ```
 pub use oxmpi_derive::Equivalence;
-pub use raw::{make_status, RawBuffer};
+pub use raw::RawBuffer;
 pub use runtime::ThreadLevel;
 pub use status::Status;
 pub use universe::{

@@ -15,7 +15,6 @@ use crate::datatype::{typed_buffer_at, UserDatatype};
 use crate::error::Result;
 use crate::error::{Error, ErrorClass};
 use crate::request::{OwnedPersistentRequest, OwnedRequest};
-use crate::status::Status;
 use crate::universe::Threading::Level;
 use crate::universe::Universe;
 
@@ -44,6 +43,14 @@ impl RawBuffer {
     /// `count` elements of `datatype` whose origin is `addr` (which may be
     /// null for `MPI_BOTTOM` with absolute displacements). Errors if the
     /// data of `count` elements does not fit the address space.
+    ///
+    /// ```
+    /// let m = [0f32; 16];
+    /// let col = oxmpi::UserDatatype::vector(4, 1, 4, &oxmpi::UserDatatype::of::<f32>()).unwrap();
+    /// // SAFETY: `m` outlives `raw`.
+    /// let raw = unsafe { oxmpi::RawBuffer::new(m.as_ptr().cast(), 1, &col) }.unwrap();
+    /// assert_eq!(raw.packed_len(), 16);
+    /// ```
     ///
     /// # Safety
     /// Every byte the data of the elements reaches must stay allocated
@@ -76,6 +83,13 @@ impl RawBuffer {
     }
 
     /// Bytes of the packed message.
+    ///
+    /// ```
+    /// let v = [0u32; 5];
+    /// // SAFETY: `v` outlives `raw`.
+    /// let raw = unsafe { oxmpi::RawBuffer::new(v.as_ptr().cast(), 5, &oxmpi::UserDatatype::of::<u32>()) }.unwrap();
+    /// assert_eq!(raw.packed_len(), 20);
+    /// ```
     pub fn packed_len(&self) -> usize {
         self.packed
     }
@@ -89,6 +103,16 @@ impl RawBuffer {
 
     /// `MPI_Isend` (in `mode`) of this buffer to `dest`: the request owns
     /// the buffer description.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let data = vec![7u8; 64];
+    /// // SAFETY: `data` outlives the request (waited for below).
+    /// let raw = unsafe { oxmpi::RawBuffer::new(data.as_ptr(), 64, &oxmpi::UserDatatype::of::<u8>()) }.unwrap();
+    /// let req = raw.send_to(&world.process_at_rank(1), 0, oxmpi::SendMode::Standard).unwrap();
+    /// req.wait().unwrap();
+    /// ```
     pub fn send_to<'u, L: Level>(
         self,
         dest: &Process<'_, 'u, L>,
@@ -100,6 +124,16 @@ impl RawBuffer {
     }
 
     /// `MPI_Irecv` into this buffer from `source` with `tag`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut data = vec![0u8; 64];
+    /// // SAFETY: `data` outlives the request and is not touched meanwhile.
+    /// let raw = unsafe { oxmpi::RawBuffer::new(data.as_mut_ptr(), 64, &oxmpi::UserDatatype::of::<u8>()) }.unwrap();
+    /// let (_, status) = raw.receive_from(&world.any_process(), oxmpi::AnyTag).unwrap().wait().unwrap();
+    /// println!("{} bytes", status.bytes());
+    /// ```
     pub fn receive_from<'u, L: Level, S: Source<'u, L>>(
         self,
         source: &S,
@@ -114,6 +148,17 @@ impl RawBuffer {
     }
 
     /// `MPI_Send_init` (in `mode`) of this buffer to `dest`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let data = [1u64; 8];
+    /// // SAFETY: `data` outlives the request.
+    /// let raw = unsafe { oxmpi::RawBuffer::new(data.as_ptr().cast(), 8, &oxmpi::UserDatatype::of::<u64>()) }.unwrap();
+    /// let mut p = raw.send_init_to(&world.process_at_rank(1), 3, oxmpi::SendMode::Standard).unwrap();
+    /// p.start().unwrap();
+    /// p.wait().unwrap();
+    /// ```
     pub fn send_init_to<'u, L: Level>(
         self,
         dest: &Process<'_, 'u, L>,
@@ -125,6 +170,17 @@ impl RawBuffer {
     }
 
     /// `MPI_Recv_init` into this buffer from `source` with `tag`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut data = [0u64; 8];
+    /// // SAFETY: `data` outlives the request.
+    /// let raw = unsafe { oxmpi::RawBuffer::new(data.as_mut_ptr().cast(), 8, &oxmpi::UserDatatype::of::<u64>()) }.unwrap();
+    /// let mut p = raw.receive_init_from(&world.process_at_rank(0), 3).unwrap();
+    /// p.start().unwrap();
+    /// p.wait().unwrap();
+    /// ```
     pub fn receive_init_from<'u, L: Level, S: Source<'u, L>>(
         self,
         source: &S,
@@ -143,6 +199,17 @@ impl RawBuffer {
     /// `MPI_Imrecv`: receives the matched message `msg` into this buffer.
     /// `MPI_MESSAGE_NO_PROC` (a message from `PROC_NULL`) gives a request
     /// that completes at once with the `PROC_NULL` status.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (msg, status) = world.any_process().matched_probe().unwrap();
+    /// let mut data = vec![0u8; status.bytes()];
+    /// // SAFETY: `data` outlives the request.
+    /// let raw = unsafe { oxmpi::RawBuffer::new(data.as_mut_ptr(), data.len(), &oxmpi::UserDatatype::of::<u8>()) }.unwrap();
+    /// raw.receive_message(msg).unwrap().wait().unwrap();
+    /// ```
     pub fn receive_message<'u, L: Level>(
         self,
         mut msg: Message<'u>,
@@ -168,6 +235,15 @@ impl<L: Level> Universe<L> {
     /// `MPI_Buffer_attach` of memory the caller keeps (the C form of
     /// [`Universe::buffer_attach`]).
     ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let mut space = vec![0u8; 1 << 16];
+    /// // SAFETY: `space` stays alive and untouched until detached.
+    /// unsafe { universe.buffer_attach_raw(space.as_mut_ptr(), space.len()) }.unwrap();
+    /// let (ptr, len) = universe.buffer_detach_raw().unwrap();
+    /// assert_eq!((ptr, len), (space.as_mut_ptr(), space.len()));
+    /// ```
+    ///
     /// # Safety
     /// `len` bytes at `addr` must stay valid, and untouched by the caller,
     /// until [`Universe::buffer_detach_raw`] returns them.
@@ -180,7 +256,13 @@ impl<L: Level> Universe<L> {
 
     /// `MPI_Buffer_detach` of memory attached by
     /// [`Universe::buffer_attach_raw`]: waits until every buffered message
-    /// has left it, then gives back its address and length.
+    /// has left it, then gives back its address and length (see the
+    /// example of [`Universe::buffer_attach_raw`]).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert!(universe.buffer_detach_raw().is_err()); // nothing attached
+    /// ```
     pub fn buffer_detach_raw(&self) -> Result<(*mut u8, usize)> {
         if self
             .rt
@@ -200,21 +282,15 @@ impl<L: Level> Universe<L> {
 
     /// `MPI_Buffer_flush`: waits until every buffered message has left the
     /// attached buffer (which stays attached).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// universe.buffer_attach(vec![0u8; 4096]).unwrap();
+    /// universe.buffer_flush();
+    /// ```
     pub fn buffer_flush(&self) {
         self.rt.pml.wait_until(|o| (!o.buffer_busy()).then_some(()));
     }
-}
-
-/// A status as the C layer builds it: `source`, `tag`, `bytes`,
-/// cancelled (for `MPI_Status_set_cancelled` and generalized requests).
-pub fn make_status(source: i32, tag: i32, bytes: usize, cancelled: bool) -> Status {
-    Status::from_pml(oxmpi_pml::Status {
-        source,
-        tag,
-        bytes,
-        error: None,
-        cancelled,
-    })
 }
 
 // SAFETY: the region is what the creator promised valid and initialized.
