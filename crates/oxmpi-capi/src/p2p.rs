@@ -447,8 +447,8 @@ fn send(
     let c = state()?.comm(comm)?;
     // SAFETY: the caller's buffer, valid for the call.
     let b = unsafe { raw(buf, n, dt) }?;
-    let (_, err) = finish(start_send(&c, b, dest, tag, mode_of(mode))?);
-    err.map_or(Ok(()), Err)
+    let st = b.send_status(&c.comm.process_at_rank(dest), tag, mode_of(mode))?;
+    status_error(&st).map_or(Ok(()), Err)
 }
 
 fn isend(
@@ -1444,10 +1444,15 @@ unsafe fn recv(
     let c = state()?.comm(comm)?;
     // SAFETY: the caller's buffer, valid for the call.
     let b = unsafe { raw(buf, n, dt) }?;
-    let (st, err) = finish(start_recv(&c, b, source, tag)?);
+    let st = match (source == ANY_SOURCE, tag == ANY_TAG) {
+        (true, true) => b.receive_status(&c.comm.any_process(), AnyTag),
+        (true, false) => b.receive_status(&c.comm.any_process(), tag),
+        (false, true) => b.receive_status(&c.comm.process_at_rank(source), AnyTag),
+        (false, false) => b.receive_status(&c.comm.process_at_rank(source), tag),
+    }?;
     // SAFETY: the caller's status or MPI_STATUS_IGNORE.
-    unsafe { put_status(status, &st) };
-    err.map_or(Ok(()), Err)
+    unsafe { put_status(status, &CStatus::from_status(&st)) };
+    status_error(&st).map_or(Ok(()), Err)
 }
 
 /// `MPI_Irecv` with a large count.

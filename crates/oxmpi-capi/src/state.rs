@@ -185,7 +185,7 @@ pub struct State {
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
-static FINALIZED: Mutex<bool> = Mutex::new(false);
+static FINALIZED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Locks `m`, ignoring poisoning (a panic in another entry point was
 /// already reported).
@@ -195,7 +195,7 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The state, if MPI is initialized and not finalized.
 pub fn state() -> Result<&'static State, Error> {
-    if *lock(&FINALIZED) {
+    if FINALIZED.load(std::sync::atomic::Ordering::Acquire) {
         return Err(Error::new(
             ErrorClass::Other,
             "MPI_Finalize was already called",
@@ -216,12 +216,12 @@ pub fn state_any() -> Option<&'static State> {
 
 /// Whether finalize ran.
 pub fn finalized() -> bool {
-    *lock(&FINALIZED)
+    FINALIZED.load(std::sync::atomic::Ordering::Acquire)
 }
 
 /// Marks MPI finalized.
 pub fn set_finalized() {
-    *lock(&FINALIZED) = true;
+    FINALIZED.store(true, std::sync::atomic::Ordering::Release);
 }
 
 /// Installs the state (`MPI_Init`); an error if it was already.

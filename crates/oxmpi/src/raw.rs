@@ -15,6 +15,7 @@ use crate::datatype::{typed_buffer_at, UserDatatype};
 use crate::error::Result;
 use crate::error::{Error, ErrorClass};
 use crate::request::{OwnedPersistentRequest, OwnedRequest};
+use crate::status::Status;
 use crate::universe::Threading::Level;
 use crate::universe::Universe;
 
@@ -37,6 +38,8 @@ pub struct RawBuffer {
     datatype: UserDatatype,
     count: usize,
     packed: usize,
+    /// One run from the region's start (no convertor needed).
+    contiguous: bool,
 }
 
 impl RawBuffer {
@@ -58,7 +61,27 @@ impl RawBuffer {
     /// initialized for sends, writable and not otherwise accessed for
     /// receives.
     pub unsafe fn new(addr: *const u8, count: usize, datatype: &UserDatatype) -> Result<RawBuffer> {
-        let conv = Convertor::new(datatype.as_raw(), count)?;
+        let t = datatype.as_raw();
+        if t.is_contiguous() && t.lb() == 0 && t.true_lb() == 0 && t.extent() == t.size() as isize {
+            // The common case (a predefined type): one run from `addr`.
+            let len = count.checked_mul(t.size()).ok_or_else(|| {
+                Error::new(
+                    ErrorClass::Count,
+                    format!("{count} elements overflow the address space"),
+                )
+            })?;
+            return Ok(RawBuffer {
+                // SAFETY: the caller promises these bytes outlive the
+                // operations.
+                region: unsafe { MemRegion::new(addr, len) },
+                origin: 0,
+                datatype: datatype.clone(),
+                count,
+                packed: len,
+                contiguous: true,
+            });
+        }
+        let conv = Convertor::new(t, count)?;
         let packed = conv.packed_size();
         let (region, origin) = match conv.span() {
             Some(span) => {
@@ -79,6 +102,7 @@ impl RawBuffer {
             datatype: datatype.clone(),
             count,
             packed,
+            contiguous: false,
         })
     }
 
@@ -95,6 +119,9 @@ impl RawBuffer {
     }
 
     fn pml(&self) -> Result<PBuffer> {
+        if self.contiguous {
+            return Ok(PBuffer::Contig(self.region));
+        }
         if self.packed == 0 {
             return Ok(PBuffer::Contig(MemRegion::EMPTY));
         }
@@ -145,6 +172,65 @@ impl RawBuffer {
         let pb = self.pml()?;
         let id = rt.pml.with(|o| o.irecv(pb, src, tag, ctx))?;
         Ok(OwnedRequest::new(rt, id, self))
+    }
+
+    /// Blocking `MPI_Send` (in `mode`) of this buffer to `dest`; the error
+    /// of a failed transfer is in the returned status (the C form).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let data = [3u32; 4];
+    /// // SAFETY: `data` outlives the call.
+    /// let raw = unsafe { oxmpi::RawBuffer::new(data.as_ptr().cast(), 4, &oxmpi::UserDatatype::of::<u32>()) }.unwrap();
+    /// let st = raw.send_status(&world.process_at_rank(1), 0, oxmpi::SendMode::Standard).unwrap();
+    /// assert!(st.error().is_none());
+    /// ```
+    pub fn send_status<L: Level>(
+        &self,
+        dest: &Process<'_, '_, L>,
+        tag: i32,
+        mode: SendMode,
+    ) -> Result<Status> {
+        crate::comm::check_tag(tag)?;
+        let Some(dst) = dest.dest()? else {
+            return Ok(Status::from_pml(oxmpi_pml::Status::proc_null()));
+        };
+        let r = dest
+            .comm
+            .rt()
+            .pml
+            .send(self.pml()?, dst, tag, dest.comm.ctx, mode);
+        Ok(crate::request::raw_status(r))
+    }
+
+    /// Blocking `MPI_Recv` into this buffer from `source` with `tag`; the
+    /// error of a failed transfer (`Truncate`) is in the returned status,
+    /// which keeps its source, tag and count (the C form).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut data = [0u32; 4];
+    /// // SAFETY: `data` outlives the call.
+    /// let raw = unsafe { oxmpi::RawBuffer::new(data.as_mut_ptr().cast(), 4, &oxmpi::UserDatatype::of::<u32>()) }.unwrap();
+    /// let st = raw.receive_status(&world.any_process(), oxmpi::AnyTag).unwrap();
+    /// println!("{} bytes from {}", st.bytes(), st.source_rank());
+    /// ```
+    pub fn receive_status<'u, L: Level, S: Source<'u, L>>(
+        &self,
+        source: &S,
+        tag: impl TagSpec,
+    ) -> Result<Status> {
+        let (rt, ctx) = source.rt_ctx();
+        let src = source.match_source()?;
+        let tag = tag.to_match()?;
+        Ok(crate::request::raw_status(rt.pml.recv(
+            self.pml()?,
+            src,
+            tag,
+            ctx,
+        )))
     }
 
     /// `MPI_Send_init` (in `mode`) of this buffer to `dest`.

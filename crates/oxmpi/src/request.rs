@@ -541,7 +541,7 @@ fn poll_request(rt: &Runtime, id: ReqId, cx: &mut Context<'_>) -> Poll<Result<St
 
 /// A status carrying the error class of a failed request (see
 /// [`OwnedRequest::wait_status`]).
-fn raw_status(r: std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>) -> Status {
+pub(crate) fn raw_status(r: std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>) -> Status {
     match r {
         Ok(s) => Status::from_pml(s),
         Err(e) => Status::from_pml(oxmpi_pml::Status {
