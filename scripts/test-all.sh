@@ -15,6 +15,15 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
+# MPICH 5 from PyPI (mpicc_abi, mpi_abi.h, libmpi_abi.so.1) for the
+# standard-ABI binary-compatibility tests; cached under target/.
+if [ ! -x target/abi-venv/bin/mpicc_abi ]; then
+    echo "== installing MPICH 5 (standard ABI) into target/abi-venv"
+    rm -rf target/abi-venv
+    python3 -m venv target/abi-venv
+    target/abi-venv/bin/pip install -q mpich==5.0.2
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

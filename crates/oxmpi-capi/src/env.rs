@@ -19,8 +19,8 @@ const TAG_UB_KEY: c_int = 501;
 const IO_KEY: c_int = 502;
 const HOST_KEY: c_int = 503;
 const WTIME_IS_GLOBAL_KEY: c_int = 504;
-const UNIVERSE_SIZE_KEY: c_int = 505;
-const APPNUM_KEY: c_int = 506;
+const APPNUM_KEY: c_int = 505;
+const UNIVERSE_SIZE_KEY: c_int = 507;
 const LIBRARY_VERSION: &str = concat!(
     "oxmpi ",
     env!("CARGO_PKG_VERSION"),

@@ -35,9 +35,9 @@ pub const DATATYPE_NULL: usize = 0x200;
 /// `MPI_ERRORS_ARE_FATAL`.
 pub const ERRORS_ARE_FATAL: usize = 0x141;
 /// `MPI_ERRORS_RETURN`.
-pub const ERRORS_RETURN: usize = 0x142;
+pub const ERRORS_RETURN: usize = 0x143;
 /// `MPI_ERRORS_ABORT`.
-pub const ERRORS_ABORT: usize = 0x143;
+pub const ERRORS_ABORT: usize = 0x142;
 /// `MPI_SUCCESS`.
 pub const SUCCESS: c_int = 0;
 
