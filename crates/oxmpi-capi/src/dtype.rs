@@ -1362,11 +1362,11 @@ entry! {
 ///
 /// # Safety
 /// `out` valid for `max` entries (or null when `v` is empty).
-unsafe fn put_array<T: Copy>(out: *mut T, max: c_int, v: &[T], what: &str) -> Result<(), Error> {
+unsafe fn put_array<T: Copy>(out: *mut T, max: i64, v: &[T], what: &str) -> Result<(), Error> {
     if v.is_empty() {
         return Ok(());
     }
-    if (max as i64) < v.len() as i64 {
+    if max < v.len() as i64 {
         return Err(Error::new(
             ErrorClass::Arg,
             format!(
@@ -1383,6 +1383,39 @@ unsafe fn put_array<T: Copy>(out: *mut T, max: c_int, v: &[T], what: &str) -> Re
     Ok(())
 }
 
+/// The constructor's arguments of `datatype`, derived argument types
+/// duplicated (new handles the program frees).
+fn contents_of(datatype: usize) -> Result<(Contents, Vec<usize>), Error> {
+    if predefined(datatype).is_some() {
+        return Err(type_error(format!(
+            "{datatype:#x} is a predefined datatype: it has no contents"
+        )));
+    }
+    let c = {
+        let s = state()?;
+        let g = lock(&s.types);
+        g.get(datatype)
+            .ok_or_else(|| bad_handle(datatype))?
+            .contents
+            .clone()
+    };
+    let mut types = Vec::with_capacity(c.types.len());
+    for &t in &c.types {
+        if predefined(t).is_some() {
+            types.push(t);
+        } else {
+            let mut h = DATATYPE_NULL;
+            // SAFETY: a local out-parameter.
+            let rc = unsafe { PMPI_Type_dup(t, &mut h) };
+            if rc != 0 {
+                return Err(type_error(format!("argument datatype {t:#x} was freed")));
+            }
+            types.push(h);
+        }
+    }
+    Ok((c, types))
+}
+
 entry! {
     /// `MPI_Type_get_contents`: the constructor's arguments; derived
     /// datatypes among them come back as new handles (duplicates the
@@ -1391,39 +1424,63 @@ entry! {
         datatype: usize, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int,
         integers: *mut c_int, addresses: *mut isize, datatypes: *mut usize,
     ) comm = None; {
-        if predefined(datatype).is_some() {
-            return Err(type_error(format!("{datatype:#x} is a predefined datatype: it has no contents")));
-        }
-        let c = {
-            let s = state()?;
-            let g = lock(&s.types);
-            g.get(datatype).ok_or_else(|| bad_handle(datatype))?.contents.clone()
-        };
+        let (c, types) = contents_of(datatype)?;
         if !c.counts.is_empty() {
             return Err(type_error(format!(
                 "datatype {datatype:#x} was made by a large-count constructor: use MPI_Type_get_contents_c"
             )));
         }
-        let mut types = Vec::with_capacity(c.types.len());
-        for &t in &c.types {
-            if predefined(t).is_some() {
-                types.push(t);
-            } else {
-                let mut h = DATATYPE_NULL;
-                // SAFETY: a local out-parameter.
-                let rc = unsafe { PMPI_Type_dup(t, &mut h) };
-                if rc != 0 {
-                    return Err(type_error(format!("argument datatype {t:#x} was freed")));
-                }
-                types.push(h);
-            }
+        // SAFETY: the caller's arrays of the given sizes.
+        unsafe {
+            put_array(integers, max_integers.into(), &c.ints, "array_of_integers")?;
+            put_array(addresses, max_addresses.into(), &c.addrs, "array_of_addresses")?;
+            put_array(datatypes, max_datatypes.into(), &types, "array_of_datatypes")
         }
+    }
+
+    /// `MPI_Type_get_contents_c`.
+    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(
+        datatype: usize, max_integers: i64, max_addresses: i64, max_large_counts: i64, max_datatypes: i64,
+        integers: *mut c_int, addresses: *mut isize, large_counts: *mut i64, datatypes: *mut usize,
+    ) comm = None; {
+        let (c, types) = contents_of(datatype)?;
         // SAFETY: the caller's arrays of the given sizes.
         unsafe {
             put_array(integers, max_integers, &c.ints, "array_of_integers")?;
             put_array(addresses, max_addresses, &c.addrs, "array_of_addresses")?;
+            put_array(large_counts, max_large_counts, &c.counts, "array_of_large_counts")?;
             put_array(datatypes, max_datatypes, &types, "array_of_datatypes")
         }
+    }
+
+    /// `MPI_Type_create_indexed_block_c`.
+    fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(
+        n: i64, blocklength: i64, displacements: *const i64, oldtype: usize, newtype: *mut usize,
+    ) comm = None; {
+        let c = lcount(n)?;
+        // SAFETY: the caller's array of `n` entries.
+        let dp = unsafe { array(displacements, c, "array_of_displacements") }?;
+        let contents = Contents::new(COMBINER_INDEXED_BLOCK)
+            .counts([n, blocklength]).counts(dp.iter().copied()).types([oldtype]);
+        let bl = laddr(blocklength)?;
+        let dp = dp.iter().map(|&d| laddr(d)).collect::<Result<Vec<_>, _>>()?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { create(newtype, contents, || Ok(Datatype::indexed_block(bl, &dp, any_type(oldtype)?.as_raw())?)) }
+    }
+
+    /// `MPI_Type_create_hindexed_block_c`.
+    fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(
+        n: i64, blocklength: i64, displacements: *const i64, oldtype: usize, newtype: *mut usize,
+    ) comm = None; {
+        let c = lcount(n)?;
+        // SAFETY: the caller's array of `n` entries.
+        let dp = unsafe { array(displacements, c, "array_of_displacements") }?;
+        let contents = Contents::new(COMBINER_HINDEXED_BLOCK)
+            .counts([n, blocklength]).counts(dp.iter().copied()).types([oldtype]);
+        let bl = laddr(blocklength)?;
+        let dp = dp.iter().map(|&d| laddr(d)).collect::<Result<Vec<_>, _>>()?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { create(newtype, contents, || Ok(Datatype::hindexed_block(bl, &dp, any_type(oldtype)?.as_raw())?)) }
     }
 }
 

@@ -151,6 +151,14 @@ entry! {
         }
     }
 
+    /// `MPI_Abi_get_fortran_info`: oxmpi has no Fortran bindings, so there
+    /// is no Fortran information: `MPI_INFO_NULL`.
+    fn MPI_Abi_get_fortran_info / PMPI_Abi_get_fortran_info(info: *mut usize) comm = None; {
+        state()?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(info, 0x130, "info") }
+    }
+
     /// `MPI_Get_version`: 5.0.
     fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) comm = None; {
         // SAFETY: the caller's out-parameters.

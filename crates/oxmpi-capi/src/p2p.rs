@@ -1561,3 +1561,57 @@ unsafe fn isendrecv_entry(
     // SAFETY: the caller's out-parameter.
     unsafe { put(req, h, "request") }
 }
+
+entry! {
+    /// `MPI_Status_get_source`.
+    fn MPI_Status_get_source / PMPI_Status_get_source(status: *const CStatus, out: *mut c_int) comm = None; {
+        if status.is_null() {
+            return Err(crate::state::null_arg("status"));
+        }
+        // SAFETY: not null, valid per the caller; the out-parameter.
+        unsafe { put(out, (*status).source, "source") }
+    }
+    /// `MPI_Status_get_tag`.
+    fn MPI_Status_get_tag / PMPI_Status_get_tag(status: *const CStatus, out: *mut c_int) comm = None; {
+        if status.is_null() {
+            return Err(crate::state::null_arg("status"));
+        }
+        // SAFETY: not null, valid per the caller; the out-parameter.
+        unsafe { put(out, (*status).tag, "tag") }
+    }
+    /// `MPI_Status_get_error`.
+    fn MPI_Status_get_error / PMPI_Status_get_error(status: *const CStatus, out: *mut c_int) comm = None; {
+        if status.is_null() {
+            return Err(crate::state::null_arg("status"));
+        }
+        // SAFETY: not null, valid per the caller; the out-parameter.
+        unsafe { put(out, (*status).error, "error") }
+    }
+    /// `MPI_Status_set_source`.
+    fn MPI_Status_set_source / PMPI_Status_set_source(status: *mut CStatus, v: c_int) comm = None; {
+        if status.is_null() {
+            return Err(crate::state::null_arg("status"));
+        }
+        // SAFETY: not null, valid per the caller.
+        unsafe { (*status).source = v };
+        Ok(())
+    }
+    /// `MPI_Status_set_tag`.
+    fn MPI_Status_set_tag / PMPI_Status_set_tag(status: *mut CStatus, v: c_int) comm = None; {
+        if status.is_null() {
+            return Err(crate::state::null_arg("status"));
+        }
+        // SAFETY: not null, valid per the caller.
+        unsafe { (*status).tag = v };
+        Ok(())
+    }
+    /// `MPI_Status_set_error`.
+    fn MPI_Status_set_error / PMPI_Status_set_error(status: *mut CStatus, v: c_int) comm = None; {
+        if status.is_null() {
+            return Err(crate::state::null_arg("status"));
+        }
+        // SAFETY: not null, valid per the caller.
+        unsafe { (*status).error = v };
+        Ok(())
+    }
+}
