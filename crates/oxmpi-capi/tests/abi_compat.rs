@@ -43,8 +43,18 @@ fn install() -> PathBuf {
             .arg("debug")
             .output()
             .expect("run build-capi.sh");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap().trim())
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .unwrap()
+                .trim(),
+        )
     })
     .clone()
 }
@@ -123,13 +133,26 @@ fn mpich_abi_binaries_run_on_oxmpi() {
         );
         for btl in ["self,sm", "self,tcp"] {
             let out = Command::new(prefix.join("bin/oxmpirun"))
-                .args(["-n", "3", "--timeout", "120", "--mca", "btl", btl, "-x", "LD_LIBRARY_PATH"])
+                .args([
+                    "-n",
+                    "3",
+                    "--timeout",
+                    "120",
+                    "--mca",
+                    "btl",
+                    btl,
+                    "-x",
+                    "LD_LIBRARY_PATH",
+                ])
                 .arg(&exe)
                 .env("LD_LIBRARY_PATH", prefix.join("lib"))
                 .env_remove("PMI_FD")
                 .output()
                 .unwrap();
-            let s = ok(out, &format!("{name} built by MPICH's mpicc_abi on oxmpi ({btl})"));
+            let s = ok(
+                out,
+                &format!("{name} built by MPICH's mpicc_abi on oxmpi ({btl})"),
+            );
             assert!(s.contains(expect), "{name} {btl}: {s}");
         }
     }

@@ -154,3 +154,69 @@ fn point_to_point_in_c() {
 fn datatypes_in_c() {
     check("datatypes", &[2, 3], "datatypes ok");
 }
+
+/// The C test suite (`tests/c`, one program per group of calls; see its
+/// README): built with our mpicc through its Makefile, each program run
+/// with 2, 3 and 8 ranks over sm and over tcp.
+#[test]
+fn c_test_suite() {
+    let prefix = install();
+    let build = std::env::temp_dir().join(format!("oxmpi-ctests-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let out = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(&dir)
+        .arg(format!("MPICC={}", prefix.join("bin/mpicc").display()))
+        .arg(format!("BUILD={}", build.display()))
+        .output()
+        .expect("run make");
+    assert!(
+        out.status.success(),
+        "building tests/c: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut programs: Vec<PathBuf> = std::fs::read_dir(&build)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    programs.sort();
+    assert!(programs.len() >= 10, "built only {programs:?}");
+    let mut failures = Vec::new();
+    for exe in &programs {
+        let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+        for np in [2, 3, 8] {
+            for btl in ["self,sm", "self,tcp"] {
+                let (code, out, err) = run(exe, np, btl);
+                let ok = code == 0 && out.contains(&format!("ok: {name}")) && err.trim().is_empty();
+                if !ok {
+                    failures.push(format!("{name} -n {np} {btl}: exit {code}\n{out}{err}"));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&build);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn comms_in_c() {
+    check("comms", &[2, 3, 8], "comms ok");
+}
+
+/// `MPI_ERRORS_ARE_FATAL` (the default): an invalid argument aborts the
+/// job with a message naming the call and the cause, and nothing hangs.
+#[test]
+fn errors_are_fatal_by_default() {
+    let exe = compile("fatal");
+    for btl in ["self,sm", "self,tcp"] {
+        let (code, out, err) = run(&exe, 3, btl);
+        assert_ne!(code, 0, "{btl}: {out}{err}");
+        assert!(!out.contains("unreachable"), "{btl}: {out}");
+        assert!(
+            err.contains("MPI_Send") && err.contains("rank 8 of a communicator of 3"),
+            "{btl}: {err}"
+        );
+    }
+}

@@ -1,0 +1,528 @@
+/*
+ * p2p_nonblocking.c -- nonblocking point-to-point and every completion call.
+ *
+ * Ranks: any number from 2 to 8 (minimum 2).
+ *
+ * Checks:
+ *  - Isend, Ibsend, Issend and Irsend around a ring into Irecvs (Irsend after
+ *    a neighbour handshake that proves the receive is posted), completed with
+ *    Waitall; data and statuses checked.
+ *  - All-to-all rounds of Irecv/Isend (mixed sizes, an MPI_REQUEST_NULL entry
+ *    in every array) completed with Waitany, Waitsome, Testany, Testsome,
+ *    Testall, Test and Wait loops: every request is reported exactly once,
+ *    with the right source/tag/count, and is set to MPI_REQUEST_NULL.
+ *  - MPI_REQUEST_NULL: Wait/Test/Request_get_status give an empty status
+ *    (source MPI_ANY_SOURCE, tag MPI_ANY_TAG, count 0, not cancelled; error
+ *    MPI_SUCCESS or left untouched -- strict mode: MPI_SUCCESS); Waitany/Testany over only null requests give index
+ *    MPI_UNDEFINED (Testany with flag true); Waitsome/Testsome give outcount
+ *    MPI_UNDEFINED; Waitall/Testall succeed with empty statuses.
+ *  - Single-request completions (Wait, Test, Waitany, Testany, Recv) leave
+ *    status.MPI_ERROR untouched (MPI 4.1 sec. 3.2.5).
+ *  - Request_free of an active Isend (small and rendezvous-sized): the message
+ *    is still delivered.
+ *  - Request_get_status: false before the matching send exists, true after,
+ *    without freeing the request.
+ *  - Ranks 0 and 1 only: 32 Isends of 10 MB each are all posted before rank
+ *    1 posts any receive (rank 1 waits, with a 30 s limit, for a zero-byte
+ *    "go" that rank 0 sends after its 32nd Isend: Isend must not block), then
+ *    rank 1 receives them with Irecvs, 4 at a time; data spot-checked.
+ */
+#include "check.h"
+
+#define TAG_RING 10
+#define TAG_HS 20
+#define TAG_A2A 30
+#define TAG_FREE 60
+#define TAG_ACK 61
+#define TAG_GS 62
+#define TAG_GS_GO 63
+#define TAG_BIG 300
+#define TAG_GO 200
+
+#define RING_N 4000 /* ints */
+#define NBIG 32
+#define BIG_BYTES (10 * 1000 * 1000)
+#define BIG_STRIDE 4096
+
+static int rank, size;
+
+static void check_empty(const MPI_Status *st, int check_error, const char *what)
+{
+    int n = -1, c = -1;
+    CHECK(st->MPI_SOURCE == MPI_ANY_SOURCE, "%s: empty status source %d", what, st->MPI_SOURCE);
+    CHECK(st->MPI_TAG == MPI_ANY_TAG, "%s: empty status tag %d", what, st->MPI_TAG);
+    /* The standard's empty status has error MPI_SUCCESS, but single-request
+     * completions otherwise never write MPI_ERROR: MPICH 4.0 and Open MPI 5
+     * leave it untouched here, MPICH 5 sets MPI_SUCCESS. Strict mode wants
+     * MPI_SUCCESS. */
+    if (check_error && strict_mode())
+        CHECK(st->MPI_ERROR == MPI_SUCCESS, "%s: empty status error %d", what, st->MPI_ERROR);
+    else if (check_error)
+        CHECK(st->MPI_ERROR == MPI_SUCCESS || st->MPI_ERROR == -12345,
+              "%s: empty status error %d", what, st->MPI_ERROR);
+    MPI_CHECK(MPI_Get_count(st, MPI_INT, &n));
+    CHECK(n == 0, "%s: empty status count %d", what, n);
+    MPI_CHECK(MPI_Test_cancelled(st, &c));
+    CHECK(c == 0, "%s: empty status cancelled", what);
+}
+
+static void poison(MPI_Status *st)
+{
+    st->MPI_SOURCE = -999;
+    st->MPI_TAG = -999;
+    st->MPI_ERROR = -12345;
+}
+
+static int ring_val(int src, int mode, int i)
+{
+    return src * 1000003 + mode * 10007 + i;
+}
+
+static void ring_modes(void)
+{
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    int *sb[4], *rb[4], m, i;
+    MPI_Request req[8];
+    MPI_Status st[8];
+    int bsize = RING_N * (int)sizeof(int) + MPI_BSEND_OVERHEAD + 64;
+    void *bbuf = malloc((size_t)bsize), *addr;
+
+    MPI_CHECK(MPI_Buffer_attach(bbuf, bsize));
+    for (m = 0; m < 4; m++) {
+        sb[m] = malloc(RING_N * sizeof(int));
+        rb[m] = malloc(RING_N * sizeof(int));
+        for (i = 0; i < RING_N; i++) {
+            sb[m][i] = ring_val(rank, m, i);
+            rb[m][i] = -1;
+        }
+        MPI_CHECK(MPI_Irecv(rb[m], RING_N, MPI_INT, left, TAG_RING + m, MPI_COMM_WORLD, &req[m]));
+    }
+    /* tell the left neighbour that our receives are posted; hear it from the right */
+    MPI_CHECK(MPI_Sendrecv(NULL, 0, MPI_BYTE, left, TAG_HS, NULL, 0, MPI_BYTE, right, TAG_HS,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Isend(sb[0], RING_N, MPI_INT, right, TAG_RING + 0, MPI_COMM_WORLD, &req[4]));
+    MPI_CHECK(MPI_Ibsend(sb[1], RING_N, MPI_INT, right, TAG_RING + 1, MPI_COMM_WORLD, &req[5]));
+    MPI_CHECK(MPI_Issend(sb[2], RING_N, MPI_INT, right, TAG_RING + 2, MPI_COMM_WORLD, &req[6]));
+    MPI_CHECK(MPI_Irsend(sb[3], RING_N, MPI_INT, right, TAG_RING + 3, MPI_COMM_WORLD, &req[7]));
+    MPI_CHECK(MPI_Waitall(8, req, st));
+    for (m = 0; m < 8; m++)
+        CHECK(req[m] == MPI_REQUEST_NULL, "Waitall left request %d active", m);
+    for (m = 0; m < 4; m++) {
+        int n = -1;
+        CHECK(st[m].MPI_SOURCE == left && st[m].MPI_TAG == TAG_RING + m,
+              "ring mode %d status %d/%d", m, st[m].MPI_SOURCE, st[m].MPI_TAG);
+        MPI_CHECK(MPI_Get_count(&st[m], MPI_INT, &n));
+        CHECK(n == RING_N, "ring mode %d count %d", m, n);
+        for (i = 0; i < RING_N; i++)
+            CHECK(rb[m][i] == ring_val(left, m, i), "ring mode %d data[%d] = %d", m, i, rb[m][i]);
+        free(sb[m]);
+        free(rb[m]);
+    }
+    MPI_CHECK(MPI_Buffer_detach(&addr, &bsize));
+    free(bbuf);
+}
+
+/* ---- all-to-all rounds with the different completion calls ---- */
+
+enum { C_WAITANY, C_WAITSOME, C_TESTANY, C_TESTSOME, C_TESTALL, C_TEST, C_WAIT, NCOMPL };
+static const char *compl_name[NCOMPL] = {"Waitany", "Waitsome", "Testany", "Testsome",
+                                         "Testall", "Test",     "Wait"};
+
+static int a2a_count(int src, int dst, int round)
+{
+    /* mixed sizes: some rendezvous-sized, some tiny */
+    return ((src + dst + round) % 3 == 0) ? 20000 : 1 + (src * 7 + dst * 3 + round) % 50;
+}
+
+static int a2a_val(int src, int dst, int round, int i)
+{
+    return (src * 8 + dst) * 100000 + round * 10000 + (i % 9973);
+}
+
+static double deadline;
+
+static void progress_guard(const char *what)
+{
+    CHECK(MPI_Wtime() < deadline, "%s: no completion within 30 s", what);
+}
+
+/* Complete n requests (index 0 is MPI_REQUEST_NULL) with method c; mark
+ * done[i] and store statuses. */
+static void complete_all(int c, int n, MPI_Request *req, MPI_Status *st, int *done)
+{
+    int remaining = n - 1, i, idx, flag, outcount;
+    int *indices = malloc((size_t)n * sizeof(int));
+    MPI_Status *sts = malloc((size_t)n * sizeof(MPI_Status));
+    MPI_Status one;
+
+    deadline = MPI_Wtime() + 30.0;
+    while (remaining > 0) {
+        switch (c) {
+        case C_WAITANY:
+        case C_TESTANY:
+            idx = -7;
+            flag = 0;
+            poison(&one);
+            if (c == C_WAITANY) {
+                MPI_CHECK(MPI_Waitany(n, req, &idx, &one));
+                flag = 1;
+            } else {
+                MPI_CHECK(MPI_Testany(n, req, &idx, &flag, &one));
+            }
+            if (!flag) {
+                CHECK(idx == MPI_UNDEFINED, "Testany flag false but index %d", idx);
+                progress_guard(compl_name[c]);
+                break;
+            }
+            CHECK(idx >= 1 && idx < n, "%s index %d", compl_name[c], idx);
+            CHECK(!done[idx], "%s reported index %d twice", compl_name[c], idx);
+            CHECK(req[idx] == MPI_REQUEST_NULL, "%s left request %d active", compl_name[c], idx);
+            CHECK(one.MPI_ERROR == -12345, "%s wrote status.MPI_ERROR (%d)", compl_name[c],
+                  one.MPI_ERROR);
+            done[idx] = 1;
+            st[idx] = one;
+            remaining--;
+            break;
+        case C_WAITSOME:
+        case C_TESTSOME:
+            outcount = -7;
+            if (c == C_WAITSOME)
+                MPI_CHECK(MPI_Waitsome(n, req, &outcount, indices, sts));
+            else
+                MPI_CHECK(MPI_Testsome(n, req, &outcount, indices, sts));
+            CHECK(outcount != MPI_UNDEFINED, "%s gave MPI_UNDEFINED with %d active",
+                  compl_name[c], remaining);
+            CHECK(outcount >= (c == C_WAITSOME ? 1 : 0) && outcount <= remaining,
+                  "%s outcount %d with %d active", compl_name[c], outcount, remaining);
+            if (outcount == 0)
+                progress_guard(compl_name[c]);
+            for (i = 0; i < outcount; i++) {
+                idx = indices[i];
+                CHECK(idx >= 1 && idx < n, "%s index %d", compl_name[c], idx);
+                CHECK(!done[idx], "%s reported index %d twice", compl_name[c], idx);
+                CHECK(req[idx] == MPI_REQUEST_NULL, "%s left request %d active", compl_name[c],
+                      idx);
+                done[idx] = 1;
+                st[idx] = sts[i];
+                remaining--;
+            }
+            break;
+        case C_TESTALL:
+            flag = 0;
+            MPI_CHECK(MPI_Testall(n, req, &flag, sts));
+            if (!flag) {
+                progress_guard("Testall");
+                break;
+            }
+            for (i = 1; i < n; i++) {
+                CHECK(req[i] == MPI_REQUEST_NULL, "Testall left request %d active", i);
+                done[i] = 1;
+                st[i] = sts[i];
+            }
+            check_empty(&sts[0], 0, "Testall null entry");
+            remaining = 0;
+            break;
+        case C_TEST:
+            for (i = 1; i < n; i++) {
+                if (done[i])
+                    continue;
+                flag = 0;
+                poison(&one);
+                MPI_CHECK(MPI_Test(&req[i], &flag, &one));
+                if (flag) {
+                    CHECK(req[i] == MPI_REQUEST_NULL, "Test left request %d active", i);
+                    CHECK(one.MPI_ERROR == -12345, "Test wrote status.MPI_ERROR (%d)",
+                          one.MPI_ERROR);
+                    done[i] = 1;
+                    st[i] = one;
+                    remaining--;
+                }
+            }
+            if (remaining)
+                progress_guard("Test");
+            break;
+        case C_WAIT:
+            for (i = 1; i < n; i++) {
+                poison(&one);
+                MPI_CHECK(MPI_Wait(&req[i], &one));
+                CHECK(req[i] == MPI_REQUEST_NULL, "Wait left request %d active", i);
+                CHECK(one.MPI_ERROR == -12345, "Wait wrote status.MPI_ERROR (%d)", one.MPI_ERROR);
+                done[i] = 1;
+                st[i] = one;
+            }
+            remaining = 0;
+            break;
+        }
+    }
+    free(indices);
+    free(sts);
+}
+
+static void a2a_round(int round, int crecv, int csend)
+{
+    int n = size; /* index 0: null request; 1..size-1: peers */
+    MPI_Request *rreq = malloc((size_t)n * sizeof *rreq), *sreq = malloc((size_t)n * sizeof *sreq);
+    MPI_Status *rst = malloc((size_t)n * sizeof *rst), *sst = malloc((size_t)n * sizeof *sst);
+    int *rdone = calloc((size_t)n, sizeof(int)), *sdone = calloc((size_t)n, sizeof(int));
+    int **rb = malloc((size_t)n * sizeof(int *)), **sb = malloc((size_t)n * sizeof(int *));
+    int k, i;
+
+    rreq[0] = sreq[0] = MPI_REQUEST_NULL;
+    for (k = 1; k < n; k++) {
+        int peer = (rank + k) % size, cnt = a2a_count(peer, rank, round);
+        rb[k] = malloc((size_t)cnt * sizeof(int) + sizeof(int));
+        MPI_CHECK(MPI_Irecv(rb[k], cnt + 1, MPI_INT, peer, TAG_A2A + round, MPI_COMM_WORLD,
+                            &rreq[k]));
+    }
+    for (k = 1; k < n; k++) {
+        int peer = (rank + size - k) % size, cnt = a2a_count(rank, peer, round);
+        sb[k] = malloc((size_t)cnt * sizeof(int));
+        for (i = 0; i < cnt; i++)
+            sb[k][i] = a2a_val(rank, peer, round, i);
+        MPI_CHECK(MPI_Isend(sb[k], cnt, MPI_INT, peer, TAG_A2A + round, MPI_COMM_WORLD,
+                            &sreq[k]));
+    }
+    complete_all(crecv, n, rreq, rst, rdone);
+    complete_all(csend, n, sreq, sst, sdone);
+    for (k = 1; k < n; k++) {
+        int peer = (rank + k) % size, cnt = a2a_count(peer, rank, round), got = -1;
+        CHECK(rdone[k] && sdone[k], "round %d: request %d not completed", round, k);
+        CHECK(rst[k].MPI_SOURCE == peer && rst[k].MPI_TAG == TAG_A2A + round,
+              "%s round %d: status %d/%d, expected %d/%d", compl_name[crecv], round,
+              rst[k].MPI_SOURCE, rst[k].MPI_TAG, peer, TAG_A2A + round);
+        MPI_CHECK(MPI_Get_count(&rst[k], MPI_INT, &got));
+        CHECK(got == cnt, "%s round %d: count %d, expected %d", compl_name[crecv], round, got,
+              cnt);
+        for (i = 0; i < cnt; i++)
+            CHECK(rb[k][i] == a2a_val(peer, rank, round, i), "round %d from %d: data[%d] = %d",
+                  round, peer, i, rb[k][i]);
+        free(rb[k]);
+        free(sb[k]);
+    }
+    free(rreq);
+    free(sreq);
+    free(rst);
+    free(sst);
+    free(rdone);
+    free(sdone);
+    free(rb);
+    free(sb);
+}
+
+static void null_requests(void)
+{
+    MPI_Request r = MPI_REQUEST_NULL, rs[3];
+    MPI_Status st, sts[3];
+    int flag, idx, outcount, indices[3], i;
+
+    poison(&st);
+    MPI_CHECK(MPI_Wait(&r, &st));
+    check_empty(&st, 1, "Wait(MPI_REQUEST_NULL)");
+    CHECK(r == MPI_REQUEST_NULL, "Wait changed a null request");
+    poison(&st);
+    flag = 0;
+    MPI_CHECK(MPI_Test(&r, &flag, &st));
+    CHECK(flag == 1, "Test(MPI_REQUEST_NULL) flag %d", flag);
+    check_empty(&st, 1, "Test(MPI_REQUEST_NULL)");
+    poison(&st);
+    flag = 0;
+    MPI_CHECK(MPI_Request_get_status(MPI_REQUEST_NULL, &flag, &st));
+    CHECK(flag == 1, "Request_get_status(MPI_REQUEST_NULL) flag %d", flag);
+    check_empty(&st, 1, "Request_get_status(MPI_REQUEST_NULL)");
+
+    for (i = 0; i < 3; i++)
+        rs[i] = MPI_REQUEST_NULL;
+    idx = -7;
+    poison(&st);
+    MPI_CHECK(MPI_Waitany(3, rs, &idx, &st));
+    CHECK(idx == MPI_UNDEFINED, "Waitany over null requests: index %d", idx);
+    check_empty(&st, 0, "Waitany over null requests");
+    idx = -7;
+    flag = 0;
+    poison(&st);
+    MPI_CHECK(MPI_Testany(3, rs, &idx, &flag, &st));
+    CHECK(idx == MPI_UNDEFINED && flag == 1, "Testany over null requests: index %d flag %d", idx,
+          flag);
+    check_empty(&st, 0, "Testany over null requests");
+    idx = -7;
+    MPI_CHECK(MPI_Waitany(0, rs, &idx, &st));
+    CHECK(idx == MPI_UNDEFINED, "Waitany(count 0): index %d", idx);
+    outcount = -7;
+    MPI_CHECK(MPI_Waitsome(3, rs, &outcount, indices, sts));
+    CHECK(outcount == MPI_UNDEFINED, "Waitsome over null requests: outcount %d", outcount);
+    outcount = -7;
+    MPI_CHECK(MPI_Testsome(3, rs, &outcount, indices, sts));
+    CHECK(outcount == MPI_UNDEFINED, "Testsome over null requests: outcount %d", outcount);
+    for (i = 0; i < 3; i++)
+        poison(&sts[i]);
+    MPI_CHECK(MPI_Waitall(3, rs, sts));
+    for (i = 0; i < 3; i++)
+        check_empty(&sts[i], 0, "Waitall over null requests");
+    flag = 0;
+    for (i = 0; i < 3; i++)
+        poison(&sts[i]);
+    MPI_CHECK(MPI_Testall(3, rs, &flag, sts));
+    CHECK(flag == 1, "Testall over null requests: flag %d", flag);
+    for (i = 0; i < 3; i++)
+        check_empty(&sts[i], 0, "Testall over null requests");
+    MPI_CHECK(MPI_Waitall(3, rs, MPI_STATUSES_IGNORE));
+    MPI_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+}
+
+/* Request_free of an active send: rank 0 -> rank 1, small and large */
+static void free_active_send(void)
+{
+    static const int counts[2] = {16, 300000};
+    int k, i;
+    for (k = 0; k < 2; k++) {
+        int cnt = counts[k];
+        int *b = malloc((size_t)cnt * sizeof(int));
+        if (rank == 0) {
+            MPI_Request req;
+            for (i = 0; i < cnt; i++)
+                b[i] = i * 3 + k;
+            MPI_CHECK(MPI_Isend(b, cnt, MPI_INT, 1, TAG_FREE + k * 100, MPI_COMM_WORLD, &req));
+            MPI_CHECK(MPI_Request_free(&req));
+            CHECK(req == MPI_REQUEST_NULL, "Request_free did not null the request");
+            /* the buffer stays untouched until rank 1 confirms */
+            MPI_CHECK(MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        } else if (rank == 1) {
+            MPI_Status st;
+            st.MPI_ERROR = -12345;
+            MPI_CHECK(MPI_Recv(b, cnt, MPI_INT, 0, TAG_FREE + k * 100, MPI_COMM_WORLD, &st));
+            CHECK(st.MPI_ERROR == -12345, "Recv wrote status.MPI_ERROR (%d)", st.MPI_ERROR);
+            for (i = 0; i < cnt; i++)
+                CHECK(b[i] == i * 3 + k, "freed send data[%d] = %d", i, b[i]);
+            MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_ACK, MPI_COMM_WORLD));
+        }
+        free(b);
+    }
+}
+
+/* Request_get_status on a pending then completed receive (ranks 0/1) */
+static void get_status(void)
+{
+    int v = -1, flag = -1;
+    MPI_Status st;
+    if (rank == 1) {
+        MPI_Request req;
+        MPI_CHECK(MPI_Irecv(&v, 1, MPI_INT, 0, TAG_GS, MPI_COMM_WORLD, &req));
+        poison(&st);
+        MPI_CHECK(MPI_Request_get_status(req, &flag, &st));
+        CHECK(flag == 0, "Request_get_status true before the send was posted");
+        MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_GS_GO, MPI_COMM_WORLD));
+        deadline = MPI_Wtime() + 30.0;
+        do {
+            poison(&st);
+            MPI_CHECK(MPI_Request_get_status(req, &flag, &st));
+            if (!flag)
+                progress_guard("Request_get_status");
+        } while (!flag);
+        CHECK(req != MPI_REQUEST_NULL, "Request_get_status freed the request");
+        CHECK(st.MPI_SOURCE == 0 && st.MPI_TAG == TAG_GS, "Request_get_status status %d/%d",
+              st.MPI_SOURCE, st.MPI_TAG);
+        CHECK(st.MPI_ERROR == -12345, "Request_get_status wrote status.MPI_ERROR");
+        CHECK(v == 4242, "Request_get_status: data %d", v);
+        /* still completable, and a second query still says complete */
+        MPI_CHECK(MPI_Request_get_status(req, &flag, MPI_STATUS_IGNORE));
+        CHECK(flag == 1, "second Request_get_status false");
+        poison(&st);
+        MPI_CHECK(MPI_Wait(&req, &st));
+        CHECK(req == MPI_REQUEST_NULL && st.MPI_SOURCE == 0 && st.MPI_TAG == TAG_GS,
+              "Wait after Request_get_status: status %d/%d", st.MPI_SOURCE, st.MPI_TAG);
+    } else if (rank == 0) {
+        v = 4242;
+        MPI_CHECK(MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_GS_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Send(&v, 1, MPI_INT, 1, TAG_GS, MPI_COMM_WORLD));
+    }
+}
+
+static unsigned char big_val(size_t pos)
+{
+    return (unsigned char)(pos * 2654435761u >> 13);
+}
+
+/* 32 outstanding 10 MB Isends, all posted before any receive */
+static void many_big(void)
+{
+    int k, i;
+    if (rank == 0) {
+        size_t total = BIG_BYTES + (size_t)NBIG * BIG_STRIDE, p;
+        unsigned char *b = malloc(total);
+        MPI_Request req[NBIG];
+        CHECK(b != NULL, "malloc %zu", total);
+        for (p = 0; p < total; p++)
+            b[p] = big_val(p);
+        for (k = 0; k < NBIG; k++)
+            MPI_CHECK(MPI_Isend(b + (size_t)k * BIG_STRIDE, BIG_BYTES, MPI_BYTE, 1, TAG_BIG + k,
+                                MPI_COMM_WORLD, &req[k]));
+        MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, 1, TAG_GO, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Waitall(NBIG, req, MPI_STATUSES_IGNORE));
+        free(b);
+    } else if (rank == 1) {
+        enum { BATCH = 4 };
+        unsigned char *rb[BATCH];
+        MPI_Request req[BATCH], go;
+        MPI_Status st[BATCH];
+        int flag = 0;
+        MPI_CHECK(MPI_Irecv(NULL, 0, MPI_BYTE, 0, TAG_GO, MPI_COMM_WORLD, &go));
+        deadline = MPI_Wtime() + 30.0;
+        while (!flag) {
+            MPI_CHECK(MPI_Test(&go, &flag, MPI_STATUS_IGNORE));
+            CHECK(flag || MPI_Wtime() < deadline,
+                  "no \"go\" from rank 0 within 30 s: MPI_Isend blocked?");
+        }
+        for (i = 0; i < BATCH; i++) {
+            rb[i] = malloc(BIG_BYTES);
+            CHECK(rb[i] != NULL, "malloc");
+        }
+        for (k = 0; k < NBIG; k += BATCH) {
+            for (i = 0; i < BATCH; i++) {
+                memset(rb[i], 0, 64);
+                MPI_CHECK(MPI_Irecv(rb[i], BIG_BYTES, MPI_BYTE, 0, TAG_BIG + k + i,
+                                    MPI_COMM_WORLD, &req[i]));
+            }
+            MPI_CHECK(MPI_Waitall(BATCH, req, st));
+            for (i = 0; i < BATCH; i++) {
+                size_t base = (size_t)(k + i) * BIG_STRIDE, p;
+                int n = -1;
+                MPI_CHECK(MPI_Get_count(&st[i], MPI_BYTE, &n));
+                CHECK(n == BIG_BYTES && st[i].MPI_TAG == TAG_BIG + k + i,
+                      "big message %d: count %d tag %d", k + i, n, st[i].MPI_TAG);
+                for (p = 0; p < BIG_BYTES; p += 4099)
+                    CHECK(rb[i][p] == big_val(base + p), "big message %d byte %zu", k + i, p);
+                CHECK(rb[i][BIG_BYTES - 1] == big_val(base + BIG_BYTES - 1),
+                      "big message %d last byte", k + i);
+            }
+        }
+        for (i = 0; i < BATCH; i++)
+            free(rb[i]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    test_errors_return();
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
+
+    null_requests();
+    ring_modes();
+    a2a_round(0, C_WAITANY, C_WAITSOME);
+    a2a_round(1, C_WAITSOME, C_TESTANY);
+    a2a_round(2, C_TESTANY, C_TESTSOME);
+    a2a_round(3, C_TESTSOME, C_TESTALL);
+    a2a_round(4, C_TESTALL, C_TEST);
+    a2a_round(5, C_TEST, C_WAIT);
+    a2a_round(6, C_WAIT, C_WAITANY);
+    free_active_send();
+    get_status();
+    many_big();
+
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Finalize());
+    test_ok_rank(rank, "p2p_nonblocking");
+    return 0;
+}
