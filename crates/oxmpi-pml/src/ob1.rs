@@ -1717,7 +1717,22 @@ impl<B: ?Sized + Btl> Ob1<B> {
         }
     }
 
-    /// Requests still active (for finalize and leak checks).
+    /// Whether a started, not yet complete request uses context `ctx`
+    /// (`MPI_Comm_free` defers the release of such a communicator).
+    pub fn comm_busy(&self, ctx: u16) -> bool {
+        self.st.reqs.slots.iter().any(|s| {
+            s.req.as_ref().is_some_and(|q| {
+                q.active
+                    && !q.done
+                    && match &q.kind {
+                        Kind::Send(s) => s.ctx == ctx,
+                        Kind::Recv(r) => r.ctx == ctx,
+                    }
+            })
+        })
+    }
+
+    /// Requests started and not yet complete (including freed ones).
     pub fn active_requests(&self) -> usize {
         self.st
             .reqs

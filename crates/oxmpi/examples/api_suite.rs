@@ -573,6 +573,25 @@ fn groups(w: &Comm) {
             "ring on the even communicator"
         );
     }
+    // MPI_Comm_free with operations pending: they complete normally.
+    for len in [8usize, 200_000] {
+        let d = w.dup().unwrap();
+        let rq = d
+            .process_at_rank((r + n - 1) % n)
+            .immediate_receive_owned(vec![0u8; len], 3)
+            .unwrap();
+        let sq = d
+            .process_at_rank((r + 1) % n)
+            .immediate_send_owned_with_tag(vec![r as u8; len], 3)
+            .unwrap();
+        drop(d);
+        let (got, _) = rq.wait().unwrap();
+        sq.wait().unwrap();
+        check!(
+            got.iter().all(|&b| b == ((r + n - 1) % n) as u8),
+            "traffic on a freed communicator ({len} bytes)"
+        );
+    }
     // MPI_COMM_SELF: a message to oneself.
     let me = w.universe().self_();
     let mut x = 0u64;

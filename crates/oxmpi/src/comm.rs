@@ -288,12 +288,11 @@ impl<L: Level> std::fmt::Debug for Communicator<'_, L> {
 }
 
 impl<L: Level> Drop for Communicator<'_, L> {
+    /// `MPI_Comm_free`: operations still pending on the communicator
+    /// complete normally; its contexts are released once none is pending.
     fn drop(&mut self) {
         if self.owned && !self.u.rt.is_finalized() {
-            self.u.rt.pml.with(|o| {
-                let _ = o.remove_comm(self.ctx);
-                let _ = o.remove_comm(self.ctx + 1);
-            });
+            self.u.rt.release_ctx(self.ctx);
         }
     }
 }

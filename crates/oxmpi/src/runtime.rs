@@ -70,6 +70,9 @@ pub struct Runtime {
     /// agrees on the maximum over the members).
     pub(crate) next_ctx: Mutex<u16>,
     finalized: AtomicBool,
+    /// Contexts of freed communicators with operations still pending,
+    /// released by [`Runtime::release_ctx`] once they are idle.
+    zombies: Mutex<Vec<u16>>,
     /// The buffer attached for buffered sends (owned while attached).
     pub(crate) bsend_buf: Mutex<Option<Box<[u8]>>>,
     main_thread: std::thread::ThreadId,
@@ -162,8 +165,27 @@ impl Runtime {
             next_ctx: Mutex::new(FIRST_FREE_CTX),
             finalized: AtomicBool::new(false),
             bsend_buf: Mutex::new(None),
+            zombies: Mutex::new(Vec::new()),
             main_thread: std::thread::current().id(),
         })
+    }
+
+    /// Releases the contexts `ctx` and `ctx + 1` of a freed communicator:
+    /// at once if no operation on them is pending, otherwise later (each
+    /// call also releases the earlier freed ones that became idle).
+    pub(crate) fn release_ctx(&self, ctx: u16) {
+        let mut z = self.zombies.lock().unwrap_or_else(|p| p.into_inner());
+        z.push(ctx);
+        self.pml.with(|o| {
+            z.retain(|&c| {
+                if o.comm_busy(c) || o.comm_busy(c + 1) {
+                    return true;
+                }
+                let _ = o.remove_comm(c);
+                let _ = o.remove_comm(c + 1);
+                false
+            })
+        });
     }
 
     /// Whether the calling thread is the one that initialized MPI.
