@@ -49,11 +49,15 @@ impl CStatus {
         }
     }
 
-    /// The empty status (MPI 3.7.3): any source, any tag, nothing.
+    /// The empty status (MPI 3.7.3): any source, any tag, no error,
+    /// nothing received. `internal[3]` marks it, so that it is written
+    /// whole (error included) where other single completions leave
+    /// `MPI_ERROR` alone.
     pub fn empty() -> CStatus {
         CStatus {
             source: ANY_SOURCE,
             tag: ANY_TAG,
+            internal: [0, 0, 0, 1, 0],
             ..Default::default()
         }
     }
@@ -75,7 +79,7 @@ pub unsafe fn put_status(p: *mut CStatus, st: &CStatus) {
     }
     // SAFETY: not null; valid per the caller.
     unsafe {
-        let err = (*p).error;
+        let err = if st.internal[3] == 1 { 0 } else { (*p).error };
         p.write(CStatus { error: err, ..*st });
     }
 }
@@ -103,6 +107,12 @@ fn status_error(s: &Status) -> Option<Error> {
 unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuffer, Error> {
     let s = state()?;
     let n = count64(n.into())?;
+    if n == 0 && dt == crate::state::DATATYPE_NULL {
+        // Zero elements need no datatype (a zero-count receive with
+        // MPI_DATATYPE_NULL is accepted, as MPICH does).
+        // SAFETY: zero bytes are reached.
+        return unsafe { RawBuffer::new(buf.cast(), 0, &oxmpi::UserDatatype::of::<u8>()) };
+    }
     let dt = s.datatype(dt)?;
     // SAFETY: forwarded from the caller.
     unsafe { RawBuffer::new(buf.cast(), n, &dt) }

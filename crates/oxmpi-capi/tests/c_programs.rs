@@ -60,6 +60,8 @@ fn run(exe: &Path, np: u32, btl: &str) -> (i32, String, String) {
     let mut child = Command::new(prefix.join("bin/oxmpirun"))
         .args(["-n", &np.to_string(), "--mca", "btl", btl])
         .arg(exe)
+        // The C suite's oxmpi-specific checks (see tests/c/README.md).
+        .env("OXMPI_STRICT", "1")
         .env_remove("PMI_FD")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -14,7 +14,7 @@
  *    The root of Reduce moves from op to op; ops alternate between a
  *    separate send buffer and MPI_IN_PLACE (Allreduce on all ranks, Reduce at
  *    the root), so each variant is covered for every type. Non-roots pass
- *    recvbuf NULL to Reduce. One large (100000-int) SUM Allreduce.
+ *    recvbuf NULL to Reduce. One larger (16411-int) SUM Allreduce.
  *  - MINLOC / MAXLOC with MPI_2INT and MPI_DOUBLE_INT (ties resolved to the
  *    lowest index), Allreduce and Reduce.
  *  - Gather, Scatter, Allgather, Alltoall, each plain and with MPI_IN_PLACE
@@ -184,7 +184,7 @@ DEFINE_REDUCE_TEST(dbl, double, MPI_DOUBLE, 0, 0, 1, "%g", (double))
 
 static void big_allreduce(void)
 {
-    enum { N = 100000 };
+    enum { N = 16411 }; /* 64 KiB: past the short-message algorithms */
     int *sb = malloc(N * sizeof(int)), *rb = malloc(N * sizeof(int)), i;
     long long base = (long long)size * (size - 1) / 2;
     for (i = 0; i < N; i++)

@@ -80,10 +80,16 @@ int main(int argc, char **argv) {
     MPI_Send(&v, 1, MPI_INT, next, 9, MPI_COMM_WORLD);
     for (flag = 0; !flag;) MPI_Test(&r1, &flag, &st);
     CHECK(w == prev * 10 && r1 == MPI_REQUEST_NULL, "test");
-    /* Null request: empty status, MPI_ERROR untouched. */
+    /* Null request: the empty status (any source, any tag, MPI_SUCCESS). */
     st.MPI_ERROR = -12345;
     MPI_Wait(&r1, &st);
-    CHECK(st.MPI_SOURCE == MPI_ANY_SOURCE && st.MPI_ERROR == -12345, "empty status of a null request");
+    CHECK(st.MPI_SOURCE == MPI_ANY_SOURCE && st.MPI_ERROR == MPI_SUCCESS, "empty status of a null request");
+    /* A real completion leaves MPI_ERROR alone. */
+    MPI_Irecv(&w, 1, MPI_INT, prev, 11, MPI_COMM_WORLD, &r1);
+    MPI_Send(&v, 1, MPI_INT, next, 11, MPI_COMM_WORLD);
+    st.MPI_ERROR = -12345;
+    MPI_Wait(&r1, &st);
+    CHECK(st.MPI_SOURCE == prev && st.MPI_ERROR == -12345, "MPI_Wait wrote MPI_ERROR");
 
     /* PROC_NULL. */
     MPI_Send(&v, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
