@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Runs oxmpi's OSU-style benchmark (examples/osu.rs) and the anchor C programs
+# Runs oxmpi's OSU-style benchmark (examples/osu.rs), the anchor C programs
+# built with oxmpi's mpicc (IMPLS=oxmpi-c: scripts/build-capi.sh release, then
+# make -C ../shared/anchors/bench IMPLS=oxmpi MPICC_oxmpi=$PWD/target/oxmpi/bin/mpicc
+# BUILD=$ANCHOR_DIR/build oxmpi) and the anchor C programs
 # (../shared/anchors/bench, built for Open MPI 5 and MPICH 5 from PyPI under
 # $ANCHOR_DIR, see ../shared/anchors/README.md) interleaved, A B C A B C, with
 # 2 ranks pinned to cores 0 and 1, and prints every CSV line
@@ -33,6 +36,8 @@ for rep in $(seq 1 "$REPS"); do
             case $impl in
             oxmpi) BENCH_IMPL=oxmpi ./target/release/oxmpirun -n 2 --bind-to core \
                        "${OX_ARGS[@]}" ./target/release/examples/osu "$t" ;;
+            oxmpi-c) BENCH_IMPL=oxmpi-c ./target/release/oxmpirun -n 2 --bind-to core \
+                       "${OX_ARGS[@]}" "$ANCHOR_DIR/build/oxmpi/$t" ;;
             ompi5) BENCH_IMPL=ompi5 "$ANCHOR_DIR/venv-ompi5/bin/mpirun" -np 2 --bind-to core \
                        --map-by core "${OMPI_ARGS[@]}" "$ANCHOR_DIR/build/ompi5/$t" ;;
             mpich5) env BENCH_IMPL=mpich5 "${MPICH_ENV[@]}" "$ANCHOR_DIR/venv-mpich5/bin/mpiexec" \
