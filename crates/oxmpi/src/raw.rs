@@ -294,7 +294,8 @@ impl RawBuffer {
     /// let mut data = vec![0u8; status.bytes()];
     /// // SAFETY: `data` outlives the request.
     /// let raw = unsafe { oxmpi::RawBuffer::new(data.as_mut_ptr(), data.len(), &oxmpi::UserDatatype::of::<u8>()) }.unwrap();
-    /// raw.receive_message(msg).unwrap().wait().unwrap();
+    /// let req: oxmpi::request::OwnedRequest<_> = raw.receive_message(msg).unwrap();
+    /// req.wait().unwrap();
     /// ```
     pub fn receive_message<'u, L: Level>(
         self,
