@@ -9,7 +9,7 @@ use oxmpi::{AnyTag, Error, ErrorClass, RawBuffer, SendMode, Status};
 
 use crate::entry;
 use crate::env::put;
-use crate::state::{lock, state, CommObj, ReqObj, L, REQUEST_NULL};
+use crate::state::{lock, state, CommObj, PairReq, ReqObj, L, REQUEST_NULL};
 use crate::types::count;
 
 /// `MPI_ANY_SOURCE`.
@@ -174,7 +174,8 @@ fn store(r: ReqObj) -> Result<usize, Error> {
 pub fn request_comm(h: usize) -> Option<usize> {
     let s = crate::state::state_any()?;
     match lock(&s.requests).get(h)? {
-        ReqObj::Op(_, c) | ReqObj::Persistent(_, c) | ReqObj::Pair(_, _, c, _) => Some(*c),
+        ReqObj::Op(_, c) | ReqObj::Persistent(_, c) => Some(*c),
+        ReqObj::Pair(p) => Some(p.comm),
         ReqObj::Greq(_) | ReqObj::Done(..) => None,
     }
 }
@@ -248,9 +249,20 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
                 }
             }
         }
-        ReqObj::Pair(sr, rr, c, keep) => {
+        ReqObj::Pair(p) => {
+            let PairReq {
+                send: sr,
+                recv: rr,
+                comm: c,
+                keep,
+            } = *p;
             if !(block || (sr.is_complete() && rr.is_complete())) {
-                return Err(ReqObj::Pair(sr, rr, c, keep));
+                return Err(ReqObj::Pair(Box::new(PairReq {
+                    send: sr,
+                    recv: rr,
+                    comm: c,
+                    keep,
+                })));
             }
             let (_, sst) = sr.wait_status();
             let (_, rst) = rr.wait_status();
@@ -667,7 +679,8 @@ entry! {
         match obj {
             ReqObj::Op(r, _) => r.free(),
             ReqObj::Persistent(p, _) => p.free(),
-            ReqObj::Pair(a, b, _, keep) => {
+            ReqObj::Pair(p) => {
+                let PairReq { send: a, recv: b, keep, .. } = *p;
                 a.free();
                 b.free();
                 // The send may still read the copy: it must outlive it.
@@ -848,7 +861,12 @@ fn isendrecv(
 ) -> Result<ReqObj, Error> {
     let r = start_recv(c, rb, source, rtag)?;
     match start_send(c, sb, dest, stag, SendMode::Standard) {
-        Ok(sr) => Ok(ReqObj::Pair(sr, r, 0, Vec::new())),
+        Ok(sr) => Ok(ReqObj::Pair(Box::new(PairReq {
+            send: sr,
+            recv: r,
+            comm: 0,
+            keep: Vec::new(),
+        }))),
         Err(e) => {
             let _ = r.cancel();
             let _ = r.wait_status();
@@ -988,7 +1006,7 @@ entry! {
             inactive(h)
                 || match lock(&s.requests).get(h) {
                     Some(ReqObj::Op(r, _)) => r.is_complete(),
-                    Some(ReqObj::Pair(a, b, _, _)) => a.is_complete() && b.is_complete(),
+                    Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
                     Some(ReqObj::Persistent(p, _)) => p.is_complete(),
                     Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
                     Some(ReqObj::Done(..)) | None => true,
@@ -1020,7 +1038,7 @@ entry! {
         }
         let done = match lock(&s.requests).get(req) {
             Some(ReqObj::Op(r, _)) => r.is_complete(),
-            Some(ReqObj::Pair(a, b, _, _)) => a.is_complete() && b.is_complete(),
+            Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
             Some(ReqObj::Persistent(p, _)) => p.is_complete(),
             Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
             Some(ReqObj::Done(..)) => true,
@@ -1058,7 +1076,7 @@ entry! {
         match lock(&s.requests).get(h) {
             Some(ReqObj::Op(r, _)) => r.cancel(),
             Some(ReqObj::Persistent(p, _)) => p.cancel(),
-            Some(ReqObj::Pair(a, b, _, _)) => a.cancel().and(b.cancel()),
+            Some(ReqObj::Pair(p)) => p.send.cancel().and(p.recv.cancel()),
             Some(ReqObj::Greq(g)) => {
                 if let Some(f) = g.cancel {
                     let done = g.complete.load(std::sync::atomic::Ordering::Acquire);
@@ -1373,7 +1391,11 @@ unsafe fn sendrecv_replace(
     // SAFETY: the caller's buffer, valid until the request completes.
     let rb = unsafe { raw(buf, n, dt) }?;
     let obj = match isendrecv(&c, sb, dest, stag, rb, source, rtag)? {
-        ReqObj::Pair(s, r, _, _) => ReqObj::Pair(s, r, comm, copy),
+        ReqObj::Pair(mut p) => {
+            p.comm = comm;
+            p.keep = copy;
+            ReqObj::Pair(p)
+        }
         o => o,
     };
     Ok(obj)
@@ -1564,7 +1586,10 @@ unsafe fn isendrecv_entry(
     // SAFETY: the caller's buffers, valid until the request completes.
     let (sb, rb) = unsafe { (raw(sbuf, scount, sdt)?, raw(rbuf, rcount, rdt)?) };
     let obj = match isendrecv(&c, sb, dest, stag, rb, source, rtag)? {
-        ReqObj::Pair(s, r, _, k) => ReqObj::Pair(s, r, comm, k),
+        ReqObj::Pair(mut p) => {
+            p.comm = comm;
+            ReqObj::Pair(p)
+        }
         o => o,
     };
     let h = store(obj)?;

@@ -137,17 +137,25 @@ pub enum ReqObj {
     /// receive's status).
     /// The last field keeps alive the private copy of the outgoing data of
     /// `MPI_Isendrecv_replace` (empty otherwise).
-    Pair(
-        OwnedRequest<'static, RawBuffer, L>,
-        OwnedRequest<'static, RawBuffer, L>,
-        usize,
-        Vec<u8>,
-    ),
+    Pair(Box<PairReq>),
     /// A generalized request (`MPI_Grequest_start`).
     Greq(Arc<crate::p2p::Greq>),
     /// A request already complete, with its outcome (`MPI_Buffer_iflush`,
     /// or one whose status `MPI_Request_get_status` took).
     Done(crate::p2p::CStatus, Option<Error>),
+}
+
+/// The two halves of an `MPI_Isendrecv` (boxed: rare, and large).
+pub struct PairReq {
+    /// The send.
+    pub send: OwnedRequest<'static, RawBuffer, L>,
+    /// The receive (its status is the request's).
+    pub recv: OwnedRequest<'static, RawBuffer, L>,
+    /// The communicator's handle.
+    pub comm: usize,
+    /// The private copy of the outgoing data of `MPI_Isendrecv_replace`
+    /// (empty otherwise), alive as long as the send may read it.
+    pub keep: Vec<u8>,
 }
 
 /// A datatype handle's object.
