@@ -2,6 +2,8 @@
 # Builds the C ABI library and lays out an MPI installation:
 #   target/oxmpi/{bin/{mpicc,mpicxx,oxmpirun}, include/mpi.h,
 #                 lib/{libmpi_abi.so.1, libmpi_abi.so, libmpi.so}, lib/pkgconfig/}
+# (a debug build goes to target/oxmpi-debug instead, so the tests never
+# replace the optimized library that benchmark binaries point at).
 # Usage: scripts/build-capi.sh [release|debug]   (default release)
 set -eu
 cd "$(dirname "$0")/.."
@@ -11,6 +13,7 @@ flag=--release
 cargo build $flag -p oxmpi-capi -p oxmpi-launch --bins --lib
 target=${CARGO_TARGET_DIR:-target}
 out=$target/oxmpi
+[ "$profile" = debug ] && out=$target/oxmpi-debug
 mkdir -p "$out/bin" "$out/include" "$out/lib/pkgconfig"
 cp -f "$target/$profile/libmpi_abi.so" "$out/lib/libmpi_abi.so.1"
 ln -sf libmpi_abi.so.1 "$out/lib/libmpi_abi.so"
