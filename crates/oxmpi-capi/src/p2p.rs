@@ -180,6 +180,19 @@ pub fn request_comm(h: usize) -> Option<usize> {
     }
 }
 
+/// The communicator whose error handler reports errors of a call on
+/// `*req` (`None`: MPI_COMM_WORLD's).
+///
+/// # Safety
+/// `req` null or valid for a read.
+pub unsafe fn comm_of_request(req: *const usize) -> Option<usize> {
+    if req.is_null() {
+        return None;
+    }
+    // SAFETY: not null, valid per the caller.
+    request_comm(unsafe { *req })
+}
+
 /// A generalized request: the program's callbacks, completed by
 /// `MPI_Grequest_complete`.
 pub struct Greq {
@@ -584,7 +597,10 @@ entry! {
     }
 
     /// `MPI_Start`.
-    fn MPI_Start / PMPI_Start(req: *mut usize) comm = None; {
+    fn MPI_Start / PMPI_Start(req: *mut usize) comm = {
+        // SAFETY: the caller's request handle (null is checked).
+        unsafe { comm_of_request(req) }
+    }; {
         if req.is_null() {
             return Err(crate::state::null_arg("request"));
         }
@@ -611,7 +627,10 @@ entry! {
     }
 
     /// `MPI_Wait`.
-    fn MPI_Wait / PMPI_Wait(req: *mut usize, status: *mut CStatus) comm = None; {
+    fn MPI_Wait / PMPI_Wait(req: *mut usize, status: *mut CStatus) comm = {
+        // SAFETY: the caller's request handle (null is checked).
+        unsafe { comm_of_request(req) }
+    }; {
         // SAFETY: the caller's request and status.
         let (st, err) = unsafe { wait_one(req) }?;
         // SAFETY: as above.
@@ -620,7 +639,10 @@ entry! {
     }
 
     /// `MPI_Test`.
-    fn MPI_Test / PMPI_Test(req: *mut usize, flag: *mut c_int, status: *mut CStatus) comm = None; {
+    fn MPI_Test / PMPI_Test(req: *mut usize, flag: *mut c_int, status: *mut CStatus) comm = {
+        // SAFETY: the caller's request handle (null is checked).
+        unsafe { comm_of_request(req) }
+    }; {
         // SAFETY: the caller's request.
         let r = unsafe { test_one(req) }?;
         // SAFETY: the caller's out-parameters.
@@ -666,7 +688,10 @@ entry! {
     }
 
     /// `MPI_Request_free`: an active operation still completes.
-    fn MPI_Request_free / PMPI_Request_free(req: *mut usize) comm = None; {
+    fn MPI_Request_free / PMPI_Request_free(req: *mut usize) comm = {
+        // SAFETY: the caller's request handle (null is checked).
+        unsafe { comm_of_request(req) }
+    }; {
         if req.is_null() {
             return Err(crate::state::null_arg("request"));
         }
@@ -1026,7 +1051,7 @@ entry! {
     }
 
     /// `MPI_Request_get_status`: like `MPI_Test` without freeing.
-    fn MPI_Request_get_status / PMPI_Request_get_status(req: usize, flag: *mut c_int, status: *mut CStatus) comm = None; {
+    fn MPI_Request_get_status / PMPI_Request_get_status(req: usize, flag: *mut c_int, status: *mut CStatus) comm = request_comm(req); {
         let s = state()?;
         if req == REQUEST_NULL {
             // SAFETY: the caller's out-parameters.
@@ -1066,7 +1091,10 @@ entry! {
     }
 
     /// `MPI_Cancel`.
-    fn MPI_Cancel / PMPI_Cancel(req: *mut usize) comm = None; {
+    fn MPI_Cancel / PMPI_Cancel(req: *mut usize) comm = {
+        // SAFETY: the caller's request handle (null is checked).
+        unsafe { comm_of_request(req) }
+    }; {
         if req.is_null() {
             return Err(crate::state::null_arg("request"));
         }

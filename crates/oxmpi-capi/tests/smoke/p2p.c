@@ -97,6 +97,21 @@ int main(int argc, char **argv) {
     MPI_Get_count(&st, MPI_INT, &count);
     CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && count == 0, "PROC_NULL status");
 
+    /* The error of a request goes to its communicator's handler (here
+     * ERRORS_RETURN, while MPI_COMM_WORLD's is still fatal). */
+    {
+        MPI_Comm d;
+        MPI_Request rq;
+        int big8[8] = {0}, small4[4];
+        MPI_Comm_dup(MPI_COMM_WORLD, &d);
+        MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+        MPI_Irecv(small4, 4, MPI_INT, prev, 12, d, &rq);
+        MPI_Send(big8, 8, MPI_INT, next, 12, d);
+        int e = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        CHECK(e == MPI_ERR_TRUNCATE, "MPI_Wait on a request of an ERRORS_RETURN communicator gave %d", e);
+        MPI_Comm_free(&d);
+    }
+
     /* Errors are returned under MPI_ERRORS_RETURN, with their classes. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int e, cls;
