@@ -602,6 +602,38 @@ fn groups(w: &Comm) {
     w.barrier().unwrap();
 }
 
+/// Run only with `mpi_async_progress`: rank 1 posts a receive for a large
+/// (rendezvous) message, then sleeps without calling MPI; rank 0's
+/// synchronous send must still complete well before rank 1 wakes, because
+/// rank 1's progress thread carries the transfer.
+fn overlap(w: &Comm) {
+    const NAP: std::time::Duration = std::time::Duration::from_millis(600);
+    let r = w.rank();
+    w.barrier().unwrap();
+    if r == 1 {
+        let rq = w
+            .process_at_rank(0)
+            .immediate_receive_owned(vec![0u8; 4 << 20], 60)
+            .unwrap();
+        std::thread::sleep(NAP);
+        let (v, _) = rq.wait().unwrap();
+        check!(v.iter().all(|&b| b == 9), "overlapped data");
+    } else if r == 0 {
+        // Let rank 1 post its receive and fall asleep.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let t0 = std::time::Instant::now();
+        w.process_at_rank(1)
+            .synchronous_send_with_tag(&vec![9u8; 4 << 20][..], 60)
+            .unwrap();
+        let took = t0.elapsed();
+        check!(
+            took < NAP / 2,
+            "a 4 MiB synchronous send took {took:?} while the receiver slept: no progress thread"
+        );
+    }
+    w.barrier().unwrap();
+}
+
 fn main() {
     let universe = oxmpi::initialize_with_threading(oxmpi::Threading::Multiple)
         .unwrap_or_else(|e| fail(format!("init: {e}")));
@@ -631,6 +663,9 @@ fn main() {
     }
     if run("groups") {
         groups(&world);
+    }
+    if only.iter().any(|o| o == "overlap") {
+        overlap(&world);
     }
     if run("threads") {
         threads(&world);

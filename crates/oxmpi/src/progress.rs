@@ -9,6 +9,10 @@
 //! future makes progress on any executor, without the executor polling in a
 //! loop, and without a dependency on any runtime. Finalize stops the thread
 //! before the transports close.
+//!
+//! With `mpi_async_progress` the same thread runs from start-up and also
+//! progresses whenever requests are active, so non-blocking transfers
+//! advance while the program computes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +28,9 @@ use crate::framework::DynBtl;
 struct Shared {
     waiting: Mutex<Vec<(ReqId, Waker)>>,
     stop: AtomicBool,
+    /// `mpi_async_progress`: progress whenever requests are active, not
+    /// only while futures wait.
+    always: AtomicBool,
 }
 
 /// The driver of one process (see the module doc).
@@ -77,6 +84,23 @@ impl AsyncDriver {
         }
     }
 
+    /// Starts the thread for good (`mpi_async_progress`): it progresses the
+    /// PML whenever requests are active, yielding between passes, and
+    /// sleeps (1 ms at a time) when none is.
+    pub(crate) fn start_always(&self, pml: &Arc<Pml<DynBtl>>) {
+        self.shared.always.store(true, Ordering::Release);
+        let mut t = lock(&self.thread);
+        if t.is_none() {
+            let (pml, shared) = (Arc::clone(pml), Arc::clone(&self.shared));
+            if let Ok(h) = std::thread::Builder::new()
+                .name("oxmpi-progress".into())
+                .spawn(move || drive(&pml, &shared))
+            {
+                *t = Some(h);
+            }
+        }
+    }
+
     /// Forgets the waker of a request that completed by being polled.
     pub(crate) fn forget(&self, id: ReqId) {
         lock(&self.shared.waiting).retain(|(r, _)| *r != id);
@@ -100,8 +124,14 @@ fn drive(pml: &Pml<DynBtl>, shared: &Shared) {
     let mut ready = Vec::new();
     while !shared.stop.load(Ordering::Acquire) {
         if lock(&shared.waiting).is_empty() {
-            std::thread::park_timeout(Duration::from_millis(100));
-            continue;
+            if !shared.always.load(Ordering::Acquire) {
+                std::thread::park_timeout(Duration::from_millis(100));
+                continue;
+            }
+            if pml.with(|o| o.active_requests()) == 0 {
+                std::thread::park_timeout(Duration::from_millis(1));
+                continue;
+            }
         }
         pml.progress();
         {

@@ -152,7 +152,8 @@ impl Runtime {
             "oxmpi initialised: {:?}",
             (0..size).map(|p| ob1.peer_btls(p)).collect::<Vec<_>>()
         );
-        Ok(Runtime {
+        let async_progress = reg.get_bool(mca::MPI_ASYNC_PROGRESS).unwrap_or(false);
+        let rt = Runtime {
             pml: Arc::new(Pml::new(ob1, spin, oversubscribed)),
             driver: Default::default(),
             rank,
@@ -167,7 +168,11 @@ impl Runtime {
             bsend_buf: Mutex::new(None),
             zombies: Mutex::new(Vec::new()),
             main_thread: std::thread::current().id(),
-        })
+        };
+        if async_progress {
+            rt.driver.start_always(&rt.pml);
+        }
+        Ok(rt)
     }
 
     /// Releases the contexts `ctx` and `ctx + 1` of a freed communicator:

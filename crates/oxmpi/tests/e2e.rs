@@ -149,3 +149,38 @@ fn examples_run_over_sm_and_tcp() {
         }
     }
 }
+
+/// With `mpi_async_progress` a thread progresses communication from
+/// start-up: the suites give the same results over both transports, and a
+/// rendezvous transfer completes while the receiver only computes.
+#[test]
+fn async_progress_thread() {
+    for btl in ["self,sm", "self,tcp"] {
+        for (prog, expect, args) in [
+            (
+                "api_suite",
+                "api_suite ok",
+                &["futures", "persistent", "threads", "overlap"][..],
+            ),
+            ("p2p_suite", "p2p_suite ok", &["pairs", "modes", "misc"][..]),
+        ] {
+            let mut cmd = std::process::Command::new(support::oxmpirun());
+            cmd.args([
+                "-n",
+                "3",
+                "--mca",
+                "btl",
+                btl,
+                "--mca",
+                "mpi_async_progress",
+                "1",
+            ])
+            .args(["--timeout", "120"])
+            .arg(support::example(prog))
+            .args(args)
+            .env_remove("PMI_FD");
+            let out = support::run_cmd(&mut cmd, LIMIT);
+            support::assert_ok(&out, expect, &format!("{prog} async progress {btl}"));
+        }
+    }
+}

@@ -55,6 +55,9 @@ pub const PMI_VERSION: &str = "pmi_version";
 pub const MPI_YIELD_WHEN_IDLE: &str = "mpi_yield_when_idle";
 /// `mpi_leave_pinned` (bool): keep registered memory registered.
 pub const MPI_LEAVE_PINNED: &str = "mpi_leave_pinned";
+/// `mpi_async_progress` (bool): a thread progresses communication while
+/// requests are active, so they advance while the program computes.
+pub const MPI_ASYNC_PROGRESS: &str = "mpi_async_progress";
 
 /// Registers the runtime's own parameters and the frameworks that exist or
 /// are planned (so their selection lists validate):
@@ -62,6 +65,7 @@ pub const MPI_LEAVE_PINNED: &str = "mpi_leave_pinned";
 /// * `pmi_version` — enum `1`, `2`; default `1`;
 /// * `mpi_yield_when_idle` — enum `auto`, `yes`, `no`; default `auto`;
 /// * `mpi_leave_pinned` — bool; default `true`;
+/// * `mpi_async_progress` — bool; default `false`;
 /// * framework `btl` with components `self`, `sm`, `tcp`;
 /// * framework `pml` with component `ob1`.
 ///
@@ -90,6 +94,14 @@ pub fn register_runtime_params(reg: &mut Registry) -> Result<(), McaError> {
         ParamSpec::bool("mpi", BASE, "leave_pinned", true)
             .level(3)
             .help("Keep memory registered with the network after a transfer, for reuse"),
+    )?;
+    reg.register(
+        ParamSpec::bool("mpi", BASE, "async_progress", false)
+            .level(3)
+            .help(
+                "Run a progress thread that advances communication while requests are \
+                 active (it yields between passes and sleeps when nothing is active)",
+            ),
     )?;
     reg.register_framework(
         "btl",
