@@ -470,6 +470,76 @@ unsafe fn put_some(
 /// `MPI_UNDEFINED`.
 const UNDEFINED: c_int = -32766;
 
+/// Waits for every request of `reqs` (`MPI_Waitall`): the non-blocking
+/// operations together (one lock per pass, [`oxmpi::request::wait_all_status`]),
+/// the others one by one; each entry's outcome, handles reset as
+/// `MPI_Wait` resets them.
+///
+/// # Safety
+/// `reqs` valid for `n` handles.
+unsafe fn wait_all(n: usize, reqs: *mut usize) -> Result<Vec<Result<Outcome, Error>>, Error> {
+    let s = state()?;
+    let mut results: Vec<Option<Result<Outcome, Error>>> = (0..n).map(|_| None).collect();
+    let (mut batch, mut batch_at, mut others) = (Vec::new(), Vec::new(), Vec::new());
+    {
+        let mut t = lock(&s.requests);
+        for (i, slot) in results.iter_mut().enumerate() {
+            // SAFETY: the caller's array of `n` requests.
+            let p = unsafe { reqs.add(i) };
+            // SAFETY: as above.
+            let h = unsafe { *p };
+            if h == REQUEST_NULL {
+                *slot = Some(Ok((CStatus::empty(), None)));
+                continue;
+            }
+            match t.remove(h) {
+                None => {
+                    *slot = Some(Err(Error::new(
+                        ErrorClass::Request,
+                        format!("invalid request handle {h:#x}"),
+                    )))
+                }
+                Some(ReqObj::Op(r, _)) => {
+                    batch.push(r);
+                    batch_at.push(i);
+                    // SAFETY: as above.
+                    unsafe { *p = REQUEST_NULL };
+                }
+                Some(obj) => others.push((i, h, obj)),
+            }
+        }
+    }
+    for ((_, st), i) in oxmpi::request::wait_all_status(batch)
+        .into_iter()
+        .zip(batch_at)
+    {
+        results[i] = Some(Ok(outcome(&st)));
+    }
+    for (i, h, obj) in others {
+        results[i] = Some(match complete(obj, true) {
+            Ok((o, keep)) => {
+                match keep {
+                    Some(k) => lock(&s.requests).restore(h, k),
+                    // SAFETY: the caller's array of `n` requests.
+                    None => unsafe { *reqs.add(i) = REQUEST_NULL },
+                }
+                Ok(o)
+            }
+            Err(obj) => {
+                lock(&s.requests).restore(h, obj);
+                Err(Error::new(
+                    ErrorClass::Intern,
+                    "a blocking completion did not complete",
+                ))
+            }
+        });
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every entry has an outcome"))
+        .collect())
+}
+
 fn send(
     buf: *const c_void,
     n: i64,
@@ -661,11 +731,8 @@ entry! {
     /// gets its own `MPI_ERROR` and the call returns `MPI_ERR_IN_STATUS`.
     fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut usize, statuses: *mut CStatus) comm = None; {
         let n = count(n)?;
-        let mut results = Vec::with_capacity(n);
-        for i in 0..n {
-            // SAFETY: the caller's array of `n` requests.
-            results.push(unsafe { wait_one(reqs.add(i)) });
-        }
+        // SAFETY: the caller's array of `n` requests.
+        let results = unsafe { wait_all(n, reqs) }?;
         let failed = results.iter().any(|r| !matches!(r, Ok((_, None))));
         for (i, r) in results.iter().enumerate() {
             if statuses.is_null() {

@@ -171,7 +171,24 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// `MPI_Waitall`: every request completes (even after one failed),
     /// outcomes in order.
     pub fn wait_all(&self, ids: &[ReqId]) -> Vec<Result<Status, PmlError>> {
-        ids.iter().map(|&id| self.wait(id)).collect()
+        let mut out: Vec<Option<Result<Status, PmlError>>> = vec![None; ids.len()];
+        let mut left = ids.len();
+        // Each pass tests every pending request under one lock (not one
+        // lock per request), progressing between passes.
+        self.wait_until(|o| {
+            for (slot, &id) in out.iter_mut().zip(ids) {
+                if slot.is_none() {
+                    if let Some(r) = o.test(id).transpose() {
+                        *slot = Some(r);
+                        left -= 1;
+                    }
+                }
+            }
+            (left == 0).then_some(())
+        });
+        out.into_iter()
+            .map(|r| r.expect("every request completed"))
+            .collect()
     }
 
     /// Starts a request with `start` and tests it under the same lock (an

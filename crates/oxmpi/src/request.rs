@@ -551,6 +551,39 @@ pub(crate) fn raw_status(r: std::result::Result<oxmpi_pml::Status, oxmpi_pml::Pm
     }
 }
 
+/// `MPI_Waitall` over owned requests, in the form of
+/// [`OwnedRequest::wait_status`]: every buffer and status (with the error
+/// class of a failed request in it), in order. The requests are tested
+/// together, one lock per pass instead of one per request.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let next = world.process_at_rank((world.rank() + 1) % world.size());
+/// let reqs: Vec<_> = (0..4)
+///     .map(|i| next.immediate_send_owned_with_tag(vec![i as u8; 8], i).unwrap())
+///     .collect();
+/// for (buf, st) in oxmpi::request::wait_all_status(reqs) {
+///     assert!(st.error().is_none() && buf.len() == 8);
+/// }
+/// # for i in 0..4 { world.any_process().receive_vec_with_tag::<u8>(i).unwrap(); }
+/// ```
+pub fn wait_all_status<B, L: Level>(mut reqs: Vec<OwnedRequest<'_, B, L>>) -> Vec<(B, Status)> {
+    let Some(rt) = reqs.first().map(|r| r.rt) else {
+        return Vec::new();
+    };
+    let ids: Vec<ReqId> = reqs
+        .iter_mut()
+        .map(|r| r.id.take().expect("live"))
+        .collect();
+    let results = rt.pml.wait_all(&ids);
+    reqs.iter_mut()
+        .zip(results)
+        .map(|(r, res)| (r.buf.take().expect("live"), raw_status(res)))
+        .collect()
+}
+
 /// A persistent request (`MPI_Send_init`, `MPI_Recv_init` and the other
 /// modes): created inactive in a [`Scope`], started any number of times
 /// with [`PersistentRequest::start`] (or [`start_all`]), each start
