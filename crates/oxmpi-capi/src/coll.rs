@@ -175,15 +175,6 @@ fn combine_one(op: Op, k: Num, acc: &mut [u8], x: &[u8], at: usize) {
     }
 }
 
-fn elem_size(k: Num) -> usize {
-    match k {
-        Num::I(n) | Num::U(n) => n,
-        Num::F32 => 4,
-        Num::F64 => 8,
-        Num::Pair(_, _, ext) => ext,
-    }
-}
-
 /// `count` elements of handle `dt` at `buf + index * count * extent`.
 ///
 /// # Safety
@@ -383,7 +374,7 @@ fn apply(k: &Kernel, x: &mut [u8], inout: &mut [u8], n: usize) -> Result<(), Err
         Kernel::Builtin(num, op) => {
             // Builtin kernels fold into the accumulator: acc op x. The
             // predefined operations are commutative, so inout = x op inout.
-            let es = elem_size(*num).max(1);
+            let es = num.size().max(1);
             for at in (0..inout.len()).step_by(es) {
                 combine_one(*op, *num, inout, x, at);
             }

@@ -34,6 +34,10 @@ pub struct CStatus {
 impl CStatus {
     /// The C form of `s` (`MPI_ERROR` is set by the callers that set it).
     pub fn from_status(s: &Status) -> CStatus {
+        if s.source_rank() == ANY_SOURCE {
+            // Only an inactive request reports any source: the empty status.
+            return CStatus::empty();
+        }
         let b = s.bytes() as u64;
         CStatus {
             source: s.source_rank(),
@@ -107,6 +111,18 @@ fn status_error(s: &Status) -> Option<Error> {
 unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuffer, Error> {
     let s = state()?;
     let n = count64(n.into())?;
+    if let Some(size) = crate::types::contiguous_size(dt) {
+        // The small-message path: a predefined contiguous type is bytes,
+        // with no datatype object built or shared.
+        let len = n.checked_mul(size).ok_or_else(|| {
+            Error::new(
+                ErrorClass::Count,
+                format!("{n} elements overflow the address space"),
+            )
+        })?;
+        // SAFETY: forwarded from the caller (`len` bytes at `buf`).
+        return Ok(unsafe { RawBuffer::bytes(buf.cast(), len) });
+    }
     if n == 0 && dt == crate::state::DATATYPE_NULL {
         // Zero elements need no datatype (a zero-count receive with
         // MPI_DATATYPE_NULL is accepted, as MPICH does).
@@ -143,6 +159,17 @@ fn start_send(
     b.send_to(&c.comm.process_at_rank(dest), tag, mode)
 }
 
+/// The Rust API's source for a C `source` argument (`MPI_ANY_SOURCE`:
+/// any process).
+fn peer(c: &CommObj, source: c_int) -> oxmpi::Peer<'_, 'static, L> {
+    c.comm.peer((source != ANY_SOURCE).then_some(source))
+}
+
+/// The Rust API's tag for a C `tag` argument (`MPI_ANY_TAG`: `None`).
+fn tag_of(tag: c_int) -> Option<i32> {
+    (tag != ANY_TAG).then_some(tag)
+}
+
 /// Posts a receive from `source` (or `MPI_ANY_SOURCE`) with `tag` (or
 /// `MPI_ANY_TAG`).
 fn start_recv(
@@ -151,18 +178,12 @@ fn start_recv(
     source: c_int,
     tag: c_int,
 ) -> Result<OwnedRequest<'static, RawBuffer, L>, Error> {
-    match (source == ANY_SOURCE, tag == ANY_TAG) {
-        (true, true) => b.receive_from(&c.comm.any_process(), AnyTag),
-        (true, false) => b.receive_from(&c.comm.any_process(), tag),
-        (false, true) => b.receive_from(&c.comm.process_at_rank(source), AnyTag),
-        (false, false) => b.receive_from(&c.comm.process_at_rank(source), tag),
-    }
+    b.receive_from(&peer(c, source), tag_of(tag))
 }
 
 /// Waits for `r`; the status, or the error it ended with.
-fn finish(r: OwnedRequest<'static, RawBuffer, L>) -> (CStatus, Option<Error>) {
-    let (_, st) = r.wait_status();
-    (CStatus::from_status(&st), status_error(&st))
+fn finish(r: OwnedRequest<'static, RawBuffer, L>) -> Outcome {
+    outcome(&r.wait_status().1)
 }
 
 /// Stores a request; returns its handle.
@@ -236,7 +257,7 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
     match obj {
         ReqObj::Op(r, c) => {
             if block {
-                Ok((outcome(&r.wait_status().1), None))
+                Ok((finish(r), None))
             } else {
                 match r.test_status() {
                     Ok((_, st)) => Ok((outcome(&st), None)),
@@ -252,14 +273,7 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
             };
             match st {
                 None => Err(ReqObj::Persistent(p, c)),
-                Some(st) => {
-                    let o = if st.source_rank() == ANY_SOURCE && st.tag() == ANY_TAG {
-                        (CStatus::empty(), None)
-                    } else {
-                        outcome(&st)
-                    };
-                    Ok((o, Some(ReqObj::Persistent(p, c))))
-                }
+                Some(st) => Ok((outcome(&st), Some(ReqObj::Persistent(p, c)))),
             }
         }
         ReqObj::Pair(p) => {
@@ -825,12 +839,7 @@ entry! {
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: usize, status: *mut CStatus) comm = Some(comm); {
         use oxmpi::traits::*;
         let c = state()?.comm(comm)?;
-        let st = match (source == ANY_SOURCE, tag == ANY_TAG) {
-            (true, true) => c.comm.any_process().probe_with_tag(AnyTag),
-            (true, false) => c.comm.any_process().probe_with_tag(tag),
-            (false, true) => c.comm.process_at_rank(source).probe_with_tag(AnyTag),
-            (false, false) => c.comm.process_at_rank(source).probe_with_tag(tag),
-        }?;
+        let st = peer(&c, source).probe_with_tag(tag_of(tag))?;
         // SAFETY: the caller's status.
         unsafe { put_status(status, &CStatus::from_status(&st)) };
         Ok(())
@@ -840,12 +849,7 @@ entry! {
     fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: usize, flag: *mut c_int, status: *mut CStatus) comm = Some(comm); {
         use oxmpi::traits::*;
         let c = state()?.comm(comm)?;
-        let st = match (source == ANY_SOURCE, tag == ANY_TAG) {
-            (true, true) => c.comm.any_process().immediate_probe_with_tag(AnyTag),
-            (true, false) => c.comm.any_process().immediate_probe_with_tag(tag),
-            (false, true) => c.comm.process_at_rank(source).immediate_probe_with_tag(AnyTag),
-            (false, false) => c.comm.process_at_rank(source).immediate_probe_with_tag(tag),
-        }?;
+        let st = peer(&c, source).immediate_probe_with_tag(tag_of(tag))?;
         // SAFETY: the caller's out-parameters.
         unsafe {
             put(flag, c_int::from(st.is_some()), "flag")?;
@@ -869,17 +873,11 @@ fn probe_message(
     block: bool,
 ) -> Result<Option<(oxmpi::Message<'static>, Status)>, Error> {
     use oxmpi::traits::*;
-    let any = c.comm.any_process();
-    let one = c.comm.process_at_rank(source);
-    Ok(match (source == ANY_SOURCE, tag == ANY_TAG, block) {
-        (true, true, true) => Some(any.matched_probe_with_tag(AnyTag)?),
-        (true, false, true) => Some(any.matched_probe_with_tag(tag)?),
-        (false, true, true) => Some(one.matched_probe_with_tag(AnyTag)?),
-        (false, false, true) => Some(one.matched_probe_with_tag(tag)?),
-        (true, true, false) => any.immediate_matched_probe_with_tag(AnyTag)?,
-        (true, false, false) => any.immediate_matched_probe_with_tag(tag)?,
-        (false, true, false) => one.immediate_matched_probe_with_tag(AnyTag)?,
-        (false, false, false) => one.immediate_matched_probe_with_tag(tag)?,
+    let (from, tag) = (peer(c, source), tag_of(tag));
+    Ok(if block {
+        Some(from.matched_probe_with_tag(tag)?)
+    } else {
+        from.immediate_matched_probe_with_tag(tag)?
     })
 }
 
@@ -1571,12 +1569,7 @@ unsafe fn recv(
     let c = state()?.comm(comm)?;
     // SAFETY: the caller's buffer, valid for the call.
     let b = unsafe { raw(buf, n, dt) }?;
-    let st = match (source == ANY_SOURCE, tag == ANY_TAG) {
-        (true, true) => b.receive_status(&c.comm.any_process(), AnyTag),
-        (true, false) => b.receive_status(&c.comm.any_process(), tag),
-        (false, true) => b.receive_status(&c.comm.process_at_rank(source), AnyTag),
-        (false, false) => b.receive_status(&c.comm.process_at_rank(source), tag),
-    }?;
+    let st = b.receive_status(&peer(&c, source), tag_of(tag))?;
     // SAFETY: the caller's status or MPI_STATUS_IGNORE.
     unsafe { put_status(status, &CStatus::from_status(&st)) };
     status_error(&st).map_or(Ok(()), Err)
@@ -1620,12 +1613,7 @@ unsafe fn recv_init(
     let c = state()?.comm(comm)?;
     // SAFETY: the caller keeps the buffer valid until the request is freed.
     let b = unsafe { raw(buf, n, dt) }?;
-    let p = match (source == ANY_SOURCE, tag == ANY_TAG) {
-        (true, true) => b.receive_init_from(&c.comm.any_process(), AnyTag),
-        (true, false) => b.receive_init_from(&c.comm.any_process(), tag),
-        (false, true) => b.receive_init_from(&c.comm.process_at_rank(source), AnyTag),
-        (false, false) => b.receive_init_from(&c.comm.process_at_rank(source), tag),
-    }?;
+    let p = b.receive_init_from(&peer(&c, source), tag_of(tag))?;
     let h = store(ReqObj::Persistent(p, comm))?;
     // SAFETY: the caller's out-parameter.
     unsafe { put(req, h, "request") }

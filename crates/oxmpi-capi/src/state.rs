@@ -49,10 +49,7 @@ pub struct Table<T> {
 
 impl<T> Default for Table<T> {
     fn default() -> Self {
-        Table {
-            slots: Vec::new(),
-            free: Vec::new(),
-        }
+        Table::new()
     }
 }
 
@@ -125,6 +122,26 @@ pub struct CommObj {
     pub errh: Mutex<usize>,
     /// `MPI_Comm_set_name`.
     pub name: Mutex<String>,
+}
+
+/// A communicator looked up by handle: the predefined ones borrowed from
+/// the process state (no reference-count traffic, shared by every thread,
+/// on each call), created ones shared with the handle table.
+pub enum CommRef {
+    /// `MPI_COMM_WORLD` or `MPI_COMM_SELF`.
+    Static(&'static CommObj),
+    /// A communicator the program created.
+    Shared(Arc<CommObj>),
+}
+
+impl std::ops::Deref for CommRef {
+    type Target = CommObj;
+    fn deref(&self) -> &CommObj {
+        match self {
+            CommRef::Static(c) => c,
+            CommRef::Shared(c) => c,
+        }
+    }
 }
 
 /// A request of the C layer.
@@ -241,20 +258,24 @@ pub fn install(s: State) -> Result<(), Error> {
 
 impl State {
     /// The communicator of handle `h`.
-    pub fn comm(&self, h: usize) -> Result<Arc<CommObj>, Error> {
+    pub fn comm(&'static self, h: usize) -> Result<CommRef, Error> {
         match h {
-            COMM_WORLD => Ok(self.world.clone()),
-            COMM_SELF => Ok(self.self_.clone()),
+            COMM_WORLD => Ok(CommRef::Static(&self.world)),
+            COMM_SELF => Ok(CommRef::Static(&self.self_)),
             COMM_NULL => Err(Error::new(
                 ErrorClass::Comm,
                 "MPI_COMM_NULL is not a communicator",
             )),
-            _ => lock(&self.comms).get(h).cloned().ok_or_else(|| {
-                Error::new(
-                    ErrorClass::Comm,
-                    format!("invalid communicator handle {h:#x}"),
-                )
-            }),
+            _ => lock(&self.comms)
+                .get(h)
+                .cloned()
+                .map(CommRef::Shared)
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorClass::Comm,
+                        format!("invalid communicator handle {h:#x}"),
+                    )
+                }),
         }
     }
 
@@ -291,7 +312,7 @@ pub fn errhandler_of(comm: Option<usize>) -> usize {
     };
     let c = comm
         .and_then(|h| s.comm(h).ok())
-        .unwrap_or_else(|| s.world.clone());
+        .unwrap_or(CommRef::Static(&s.world));
     let e = *lock(&c.errh);
     e
 }

@@ -106,6 +106,28 @@ pub enum Num {
     Pair(&'static Num, usize, usize),
 }
 
+impl Num {
+    /// Bytes of one element (for a pair: its extent).
+    pub fn size(self) -> usize {
+        match self {
+            Num::I(n) | Num::U(n) => n,
+            Num::F32 => 4,
+            Num::F64 => 8,
+            Num::Pair(_, _, ext) => ext,
+        }
+    }
+}
+
+/// The element size of predefined handle `h` when its elements are plain
+/// contiguous bytes (every numeric, character and byte type; not the
+/// padded pair types).
+pub fn contiguous_size(h: usize) -> Option<usize> {
+    match num_kind(h)? {
+        Num::Pair(..) => None,
+        k => Some(k.size()),
+    }
+}
+
 /// The reduction kind of predefined handle `h`.
 pub fn num_kind(h: usize) -> Option<Num> {
     static I4: Num = Num::I(4);

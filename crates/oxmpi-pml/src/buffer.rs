@@ -54,8 +54,9 @@ impl Buffer {
         }
     }
 
-    /// Copies packed bytes `[offset, offset + out.len())` into `out`.
-    pub(crate) fn pack(&self, offset: usize, out: &mut [u8]) -> usize {
+    /// Copies packed bytes `[offset, offset + out.len())` into `out`;
+    /// returns how many it wrote (fewer only at the end of the message).
+    pub fn pack(&self, offset: usize, out: &mut [u8]) -> usize {
         match self {
             Buffer::Contig(r) => {
                 let src = r.read();

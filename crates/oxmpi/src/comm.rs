@@ -80,6 +80,23 @@ impl TagSpec for AnyTag {
     }
 }
 
+/// A tag chosen at run time: `Some(tag)`, or `None` for any tag.
+///
+/// ```
+/// use oxmpi::TagSpec;
+/// assert!(Some(3).to_match().is_ok());
+/// assert!(Some(-3).to_match().is_err());
+/// assert!(None::<i32>.to_match().is_ok());
+/// ```
+impl TagSpec for Option<i32> {
+    fn to_match(self) -> Result<MTag> {
+        match self {
+            Some(t) => t.to_match(),
+            None => AnyTag.to_match(),
+        }
+    }
+}
+
 pub(crate) fn check_tag(tag: i32) -> Result<()> {
     if tag < 0 {
         return Err(Error::new(
@@ -392,6 +409,24 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// ```
     pub fn any_process(&self) -> AnyProcess<'_, 'u, L> {
         AnyProcess { comm: self }
+    }
+
+    /// A receive's source chosen at run time: `Some(rank)` (or
+    /// `Some(PROC_NULL)`) is that process, `None` any process.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let from: Option<i32> = if world.rank() == 0 { None } else { Some(0) };
+    /// let st = world.peer(from).probe().unwrap();
+    /// println!("a message from {}", st.source_rank());
+    /// ```
+    pub fn peer(&self, rank: Option<i32>) -> Peer<'_, 'u, L> {
+        match rank {
+            Some(r) => Peer::Rank(self.process_at_rank(r)),
+            None => Peer::Any(self.any_process()),
+        }
     }
 
     /// `MPI_PROC_NULL`: operations complete at once and move no data.
@@ -921,6 +956,38 @@ pub(crate) mod sealed {
         fn rt_ctx(&self) -> (&'u Runtime, u16);
         /// The matching engine's source, checked.
         fn match_source(&self) -> Result<MSource>;
+
+        /// Posts a receive of `pb` with `tag` from this source (inactive
+        /// when `persistent`: `MPI_Recv_init`); the runtime and request.
+        fn post_recv(
+            &self,
+            pb: PBuffer,
+            tag: MTag,
+            persistent: bool,
+        ) -> Result<(&'u Runtime, ReqId)> {
+            let (rt, ctx) = self.rt_ctx();
+            let src = self.match_source()?;
+            let id = rt.pml.with(|o| {
+                if persistent {
+                    o.recv_init(pb, src, tag, ctx)
+                } else {
+                    o.irecv(pb, src, tag, ctx)
+                }
+            })?;
+            Ok((rt, id))
+        }
+
+        /// A blocking receive of `pb`: the PML's outcome (a failed transfer
+        /// is the inner error).
+        fn recv_now(
+            &self,
+            pb: PBuffer,
+            tag: MTag,
+        ) -> Result<std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>> {
+            let (rt, ctx) = self.rt_ctx();
+            let src = self.match_source()?;
+            Ok(rt.pml.recv(pb, src, tag, ctx))
+        }
     }
 }
 
@@ -974,10 +1041,8 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
         buf: &mut B,
         tag: impl TagSpec,
     ) -> Result<Status> {
-        let (rt, ctx) = self.rt_ctx();
-        let src = self.match_source()?;
         let tag = tag.to_match()?;
-        status_result(rt.pml.recv(buf.pml_buffer_mut()?, src, tag, ctx))
+        status_result(self.recv_now(buf.pml_buffer_mut()?, tag)?)
     }
 
     /// `MPI_Recv` of one value.
@@ -1202,11 +1267,7 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     where
         'u: 'a,
     {
-        let (rt, ctx) = self.rt_ctx();
-        let src = self.match_source()?;
-        let tag = tag.to_match()?;
-        let pb = buf.pml_buffer_mut()?;
-        let id = rt.pml.with(|o| o.irecv(pb, src, tag, ctx))?;
+        let (rt, id) = self.post_recv(buf.pml_buffer_mut()?, tag.to_match()?, false)?;
         Ok(scope.register(rt, id))
     }
 
@@ -1235,11 +1296,7 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     where
         'u: 'a,
     {
-        let (rt, ctx) = self.rt_ctx();
-        let src = self.match_source()?;
-        let tag = tag.to_match()?;
-        let pb = buf.pml_buffer_mut()?;
-        let id = rt.pml.with(|o| o.recv_init(pb, src, tag, ctx))?;
+        let (rt, id) = self.post_recv(buf.pml_buffer_mut()?, tag.to_match()?, true)?;
         Ok(scope.register_persistent(rt, id))
     }
 
@@ -1263,11 +1320,7 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
         mut buf: Vec<T>,
         tag: impl TagSpec,
     ) -> Result<crate::request::OwnedPersistentRequest<'u, Vec<T>, L>> {
-        let (rt, ctx) = self.rt_ctx();
-        let src = self.match_source()?;
-        let tag = tag.to_match()?;
-        let pb = buf.pml_buffer_mut()?;
-        let id = rt.pml.with(|o| o.recv_init(pb, src, tag, ctx))?;
+        let (rt, id) = self.post_recv(buf.pml_buffer_mut()?, tag.to_match()?, true)?;
         Ok(crate::request::OwnedPersistentRequest::new(rt, id, buf))
     }
 
@@ -1287,11 +1340,7 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
         mut buf: Vec<T>,
         tag: impl TagSpec,
     ) -> Result<OwnedRequest<'u, Vec<T>, L>> {
-        let (rt, ctx) = self.rt_ctx();
-        let src = self.match_source()?;
-        let tag = tag.to_match()?;
-        let pb = buf.pml_buffer_mut()?;
-        let id = rt.pml.with(|o| o.irecv(pb, src, tag, ctx))?;
+        let (rt, id) = self.post_recv(buf.pml_buffer_mut()?, tag.to_match()?, false)?;
         Ok(OwnedRequest::new(rt, id, buf))
     }
 }
@@ -1331,6 +1380,41 @@ impl<'u, L: Level> sealed::Endpoint<'u> for AnyProcess<'_, 'u, L> {
     }
 }
 
+/// A receive's source chosen at run time (see [`Communicator::peer`]).
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let any: oxmpi::Peer = world.peer(None);
+/// let (v, _) = any.receive_vec::<u8>().unwrap();
+/// # drop(v);
+/// ```
+#[derive(Debug)]
+pub enum Peer<'c, 'u, L: Level = Threading::Single> {
+    /// One process (or `PROC_NULL`).
+    Rank(Process<'c, 'u, L>),
+    /// Any process (`MPI_ANY_SOURCE`).
+    Any(AnyProcess<'c, 'u, L>),
+}
+
+impl<'u, L: Level> Source<'u, L> for Peer<'_, 'u, L> {}
+
+impl<'u, L: Level> sealed::Endpoint<'u> for Peer<'_, 'u, L> {
+    fn rt_ctx(&self) -> (&'u Runtime, u16) {
+        match self {
+            Peer::Rank(p) => p.rt_ctx(),
+            Peer::Any(a) => a.rt_ctx(),
+        }
+    }
+    fn match_source(&self) -> Result<MSource> {
+        match self {
+            Peer::Rank(p) => p.match_source(),
+            Peer::Any(a) => a.match_source(),
+        }
+    }
+}
+
 impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// The process's rank in its communicator.
     ///
@@ -1354,16 +1438,26 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     }
 
     fn send_mode<B: Buffer + ?Sized>(&self, buf: &B, tag: i32, mode: SendMode) -> Result<()> {
+        status_result(self.send_now(buf, tag, mode)?).map(drop)
+    }
+
+    /// A blocking send of `buf` in `mode`: the PML's outcome (a failed
+    /// transfer is the inner error; to `PROC_NULL`, its empty status).
+    pub(crate) fn send_now<B: Buffer + ?Sized>(
+        &self,
+        buf: &B,
+        tag: i32,
+        mode: SendMode,
+    ) -> Result<std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>> {
         check_tag(tag)?;
         let Some(dst) = self.dest()? else {
-            return Ok(());
+            return Ok(Ok(oxmpi_pml::Status::proc_null()));
         };
-        let rt = self.comm.rt();
-        status_result(
-            rt.pml
-                .send(buf.pml_buffer()?, dst, tag, self.comm.ctx, mode),
-        )
-        .map(|_| ())
+        Ok(self
+            .comm
+            .rt()
+            .pml
+            .send(buf.pml_buffer()?, dst, tag, self.comm.ctx, mode))
     }
 
     /// `MPI_Send` with tag 0.
@@ -1462,20 +1556,31 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         self.send_mode(buf, tag, SendMode::Ready)
     }
 
-    /// Starts a send of `region` (`MPI_Isend` in `mode`); to `PROC_NULL` it
-    /// is a request that completes at once with an empty status.
-    pub(crate) fn start_isend(&self, buf: PBuffer, tag: i32, mode: SendMode) -> Result<ReqId> {
+    /// Starts a send of `buf` in `mode` (`MPI_Isend`), or creates it
+    /// inactive when `persistent` (`MPI_Send_init`); to `PROC_NULL` it is a
+    /// request that completes at once (each time it is started) with the
+    /// `PROC_NULL` status.
+    pub(crate) fn start_send(
+        &self,
+        buf: PBuffer,
+        tag: i32,
+        mode: SendMode,
+        persistent: bool,
+    ) -> Result<ReqId> {
         check_tag(tag)?;
         let dst = self.dest()?;
         let ctx = self.comm.ctx;
-        Ok(self.comm.rt().pml.with(|o| match dst {
-            Some(d) => o.isend(buf, d, tag, ctx, mode),
-            None => o.irecv(
-                PBuffer::Contig(MemRegion::EMPTY),
-                MSource::ProcNull,
-                MTag::Any,
-                ctx,
-            ),
+        Ok(self.comm.rt().pml.with(|o| match (dst, persistent) {
+            (Some(d), false) => o.isend(buf, d, tag, ctx, mode),
+            (Some(d), true) => o.send_init(buf, d, tag, ctx, mode),
+            (None, p) => {
+                let empty = PBuffer::Contig(MemRegion::EMPTY);
+                if p {
+                    o.recv_init(empty, MSource::ProcNull, MTag::Any, ctx)
+                } else {
+                    o.irecv(empty, MSource::ProcNull, MTag::Any, ctx)
+                }
+            }
         })?)
     }
 
@@ -1489,7 +1594,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     where
         'u: 'a,
     {
-        let id = self.start_isend(buf.pml_buffer()?, tag, mode)?;
+        let id = self.start_send(buf.pml_buffer()?, tag, mode, false)?;
         Ok(scope.register(self.comm.rt(), id))
     }
 
@@ -1679,7 +1784,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         buf: Vec<T>,
         tag: i32,
     ) -> Result<OwnedRequest<'u, Vec<T>, L>> {
-        let id = self.start_isend(buf.pml_buffer()?, tag, SendMode::Standard)?;
+        let id = self.start_send(buf.pml_buffer()?, tag, SendMode::Standard, false)?;
         Ok(OwnedRequest::new(self.comm.rt(), id, buf))
     }
 }

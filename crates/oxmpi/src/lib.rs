@@ -50,7 +50,7 @@ mod universe;
 
 pub use buffer::{Buffer, BufferMut};
 pub use comm::{
-    AnyProcess, AnyTag, Communicator, Comparison, Group, Message, Process, Source, TagSpec,
+    AnyProcess, AnyTag, Communicator, Comparison, Group, Message, Peer, Process, Source, TagSpec,
     PROC_NULL, TAG_UB,
 };
 pub use datatype::{Equivalence, MutView, Order, UserDatatype, View};

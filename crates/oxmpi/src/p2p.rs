@@ -2,8 +2,6 @@
 //! (`MPI_Send_init` and the other modes) and `MPI_Sendrecv` /
 //! `MPI_Sendrecv_replace`.
 
-use oxmpi_btl::mem::MemRegion;
-use oxmpi_match::{Source as MSource, Tag as MTag};
 use oxmpi_pml::{Buffer as PBuffer, SendMode};
 
 use crate::buffer::{Buffer, BufferMut};
@@ -25,7 +23,7 @@ impl<'u, L: Level> Process<'_, 'u, L> {
     where
         'u: 'a,
     {
-        let id = self.persistent_send(buf.pml_buffer()?, tag, mode)?;
+        let id = self.start_send(buf.pml_buffer()?, tag, mode, true)?;
         Ok(scope.register_persistent(self.comm.rt(), id))
     }
 
@@ -74,32 +72,8 @@ impl<'u, L: Level> Process<'_, 'u, L> {
         tag: i32,
         mode: crate::SendMode,
     ) -> Result<OwnedPersistentRequest<'u, Vec<T>, L>> {
-        let id = self.persistent_send(buf.pml_buffer()?, tag, mode)?;
+        let id = self.start_send(buf.pml_buffer()?, tag, mode, true)?;
         Ok(OwnedPersistentRequest::new(self.comm.rt(), id, buf))
-    }
-
-    pub(crate) fn persistent_send(
-        &self,
-        pb: PBuffer,
-        tag: i32,
-        mode: SendMode,
-    ) -> Result<oxmpi_pml::ReqId> {
-        check_tag(tag)?;
-        let dst = self.dest()?;
-        let ctx = self.comm.ctx;
-        let rt = self.comm.rt();
-        let id = rt.pml.with(|o| match dst {
-            Some(d) => o.send_init(pb, d, tag, ctx, mode),
-            // To PROC_NULL: a persistent request that completes at once
-            // each time it is started.
-            None => o.recv_init(
-                PBuffer::Contig(MemRegion::EMPTY),
-                MSource::ProcNull,
-                MTag::Any,
-                ctx,
-            ),
-        })?;
-        Ok(id)
     }
 
     /// `MPI_Send_init`: a persistent standard send of `buf` with `tag`, in
@@ -285,13 +259,7 @@ impl<'u, L: Level> Process<'_, 'u, L> {
         let rpb = buf.pml_buffer_mut()?;
         // The packed outgoing message, taken before the receive may write.
         let mut copy = vec![0u8; rpb.len()];
-        let n = match &rpb {
-            PBuffer::Contig(r) => {
-                copy.copy_from_slice(r.read());
-                copy.len()
-            }
-            PBuffer::Typed(r, layout) => layout.pack(r, 0, &mut copy),
-        };
+        let n = rpb.pack(0, &mut copy);
         copy.truncate(n);
         let spb = PBuffer::Contig(crate::buffer::bytes(&copy));
         let st = self.exchange(spb, send_tag, source, rpb, recv_tag);
@@ -309,11 +277,8 @@ impl<'u, L: Level> Process<'_, 'u, L> {
         rpb: PBuffer,
         recv_tag: impl TagSpec,
     ) -> Result<Status> {
-        let (rt, ctx) = source.rt_ctx();
-        let src = source.match_source()?;
-        let rtag = recv_tag.to_match()?;
-        let rid = rt.pml.with(|o| o.irecv(rpb, src, rtag, ctx))?;
-        let sid = match self.start_isend(spb, send_tag, SendMode::Standard) {
+        let (rt, rid) = source.post_recv(rpb, recv_tag.to_match()?, false)?;
+        let sid = match self.start_send(spb, send_tag, SendMode::Standard, false) {
             Ok(id) => id,
             Err(e) => {
                 // The receive buffer is borrowed only for this call.

@@ -35,11 +35,10 @@ use crate::universe::Universe;
 pub struct RawBuffer {
     region: MemRegion,
     origin: isize,
-    datatype: UserDatatype,
+    /// `None`: the data is the whole region, one run (no convertor).
+    datatype: Option<UserDatatype>,
     count: usize,
     packed: usize,
-    /// One run from the region's start (no convertor needed).
-    contiguous: bool,
 }
 
 impl RawBuffer {
@@ -70,16 +69,10 @@ impl RawBuffer {
                     format!("{count} elements overflow the address space"),
                 )
             })?;
-            return Ok(RawBuffer {
-                // SAFETY: the caller promises these bytes outlive the
-                // operations.
-                region: unsafe { MemRegion::new(addr, len) },
-                origin: 0,
-                datatype: datatype.clone(),
-                count,
-                packed: len,
-                contiguous: true,
-            });
+            // SAFETY: forwarded: the caller's promise covers these bytes.
+            let mut b = unsafe { RawBuffer::bytes(addr, len) };
+            b.count = count;
+            return Ok(b);
         }
         let conv = Convertor::new(t, count)?;
         let packed = conv.packed_size();
@@ -99,11 +92,33 @@ impl RawBuffer {
         Ok(RawBuffer {
             region,
             origin,
-            datatype: datatype.clone(),
+            datatype: Some(datatype.clone()),
             count,
             packed,
-            contiguous: false,
         })
+    }
+
+    /// `len` contiguous bytes at `addr` (a contiguous predefined type: no
+    /// datatype to keep, no convertor).
+    ///
+    /// ```
+    /// let v = [7u8; 12];
+    /// // SAFETY: `v` outlives `raw`.
+    /// let raw = unsafe { oxmpi::RawBuffer::bytes(v.as_ptr(), v.len()) };
+    /// assert_eq!(raw.packed_len(), 12);
+    /// ```
+    ///
+    /// # Safety
+    /// As for [`RawBuffer::new`]: the `len` bytes at `addr`.
+    pub unsafe fn bytes(addr: *const u8, len: usize) -> RawBuffer {
+        RawBuffer {
+            // SAFETY: the caller promises these bytes outlive the operations.
+            region: unsafe { MemRegion::new(addr, len) },
+            origin: 0,
+            datatype: None,
+            count: len,
+            packed: len,
+        }
     }
 
     /// Bytes of the packed message.
@@ -119,13 +134,13 @@ impl RawBuffer {
     }
 
     fn pml(&self) -> Result<PBuffer> {
-        if self.contiguous {
-            return Ok(PBuffer::Contig(self.region));
+        match &self.datatype {
+            Some(t) if self.packed > 0 => {
+                typed_buffer_at(self.region, self.origin, t.as_raw(), self.count)
+            }
+            Some(_) => Ok(PBuffer::Contig(MemRegion::EMPTY)),
+            None => Ok(PBuffer::Contig(self.region)),
         }
-        if self.packed == 0 {
-            return Ok(PBuffer::Contig(MemRegion::EMPTY));
-        }
-        typed_buffer_at(self.region, self.origin, self.datatype.as_raw(), self.count)
     }
 
     /// `MPI_Isend` (in `mode`) of this buffer to `dest`: the request owns
@@ -146,7 +161,7 @@ impl RawBuffer {
         tag: i32,
         mode: SendMode,
     ) -> Result<OwnedRequest<'u, RawBuffer, L>> {
-        let id = dest.start_isend(self.pml()?, tag, mode)?;
+        let id = dest.start_send(self.pml()?, tag, mode, false)?;
         Ok(OwnedRequest::new(dest.comm.rt(), id, self))
     }
 
@@ -166,11 +181,7 @@ impl RawBuffer {
         source: &S,
         tag: impl TagSpec,
     ) -> Result<OwnedRequest<'u, RawBuffer, L>> {
-        let (rt, ctx) = source.rt_ctx();
-        let src = source.match_source()?;
-        let tag = tag.to_match()?;
-        let pb = self.pml()?;
-        let id = rt.pml.with(|o| o.irecv(pb, src, tag, ctx))?;
+        let (rt, id) = source.post_recv(self.pml()?, tag.to_match()?, false)?;
         Ok(OwnedRequest::new(rt, id, self))
     }
 
@@ -192,16 +203,7 @@ impl RawBuffer {
         tag: i32,
         mode: SendMode,
     ) -> Result<Status> {
-        crate::comm::check_tag(tag)?;
-        let Some(dst) = dest.dest()? else {
-            return Ok(Status::from_pml(oxmpi_pml::Status::proc_null()));
-        };
-        let r = dest
-            .comm
-            .rt()
-            .pml
-            .send(self.pml()?, dst, tag, dest.comm.ctx, mode);
-        Ok(crate::request::raw_status(r))
+        Ok(crate::request::raw_status(dest.send_now(self, tag, mode)?))
     }
 
     /// Blocking `MPI_Recv` into this buffer from `source` with `tag`; the
@@ -222,15 +224,10 @@ impl RawBuffer {
         source: &S,
         tag: impl TagSpec,
     ) -> Result<Status> {
-        let (rt, ctx) = source.rt_ctx();
-        let src = source.match_source()?;
         let tag = tag.to_match()?;
-        Ok(crate::request::raw_status(rt.pml.recv(
-            self.pml()?,
-            src,
-            tag,
-            ctx,
-        )))
+        Ok(crate::request::raw_status(
+            source.recv_now(self.pml()?, tag)?,
+        ))
     }
 
     /// `MPI_Send_init` (in `mode`) of this buffer to `dest`.
@@ -251,7 +248,7 @@ impl RawBuffer {
         tag: i32,
         mode: SendMode,
     ) -> Result<OwnedPersistentRequest<'u, RawBuffer, L>> {
-        let id = dest.persistent_send(self.pml()?, tag, mode)?;
+        let id = dest.start_send(self.pml()?, tag, mode, true)?;
         Ok(OwnedPersistentRequest::new(dest.comm.rt(), id, self))
     }
 
@@ -272,16 +269,10 @@ impl RawBuffer {
         source: &S,
         tag: impl TagSpec,
     ) -> Result<OwnedPersistentRequest<'u, RawBuffer, L>> {
-        let (rt, ctx) = source.rt_ctx();
-        let src = source.match_source()?;
-        let tag = tag.to_match()?;
-        let pb = self.pml()?;
-        let id = rt.pml.with(|o| o.recv_init(pb, src, tag, ctx))?;
+        let (rt, id) = source.post_recv(self.pml()?, tag.to_match()?, true)?;
         Ok(OwnedPersistentRequest::new(rt, id, self))
     }
-}
 
-impl RawBuffer {
     /// `MPI_Imrecv`: receives the matched message `msg` into this buffer.
     /// `MPI_MESSAGE_NO_PROC` (a message from `PROC_NULL`) gives a request
     /// that completes at once with the `PROC_NULL` status.
