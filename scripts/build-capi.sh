@@ -15,13 +15,16 @@ target=${CARGO_TARGET_DIR:-target}
 out=$target/oxmpi
 [ "$profile" = debug ] && out=$target/oxmpi-debug
 mkdir -p "$out/bin" "$out/include" "$out/lib/pkgconfig"
-cp -f "$target/$profile/libmpi_abi.so" "$out/lib/libmpi_abi.so.1"
+# Copy then rename: a running program keeps the library it mapped.
+cp -f "$target/$profile/libmpi_abi.so" "$out/lib/.libmpi_abi.so.1.new"
+mv -f "$out/lib/.libmpi_abi.so.1.new" "$out/lib/libmpi_abi.so.1"
 ln -sf libmpi_abi.so.1 "$out/lib/libmpi_abi.so"
 ln -sf libmpi_abi.so.1 "$out/lib/libmpi.so"
 cp -f crates/oxmpi-capi/include/mpi.h "$out/include/mpi.h"
 cp -f crates/oxmpi-capi/bin/mpicc "$out/bin/mpicc"
 ln -sf mpicc "$out/bin/mpicxx"
-cp -f "$target/$profile/oxmpirun" "$out/bin/oxmpirun"
+cp -f "$target/$profile/oxmpirun" "$out/bin/.oxmpirun.new"
+mv -f "$out/bin/.oxmpirun.new" "$out/bin/oxmpirun"
 prefix=$(cd "$out" && pwd)
 cat > "$out/lib/pkgconfig/oxmpi.pc" <<PC
 prefix=$prefix

@@ -7,6 +7,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 need_pkgs=()
 command -v mpiexec.hydra >/dev/null 2>&1 || need_pkgs+=(mpich)
+# A TrueType font for oxmpi-bench's PNG plots.
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_pkgs+=(fonts-dejavu-core)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "== installing ${need_pkgs[*]}"
     SUDO=""
@@ -32,3 +34,12 @@ echo "== cargo doc"
 RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --quiet
 echo "== cargo test"
 cargo test --workspace
+
+# The benchmark suite's smoke run: every test, two sizes, one repetition, on
+# oxmpi (Rust and C suites), Open MPI 5 and MPICH 5 (from PyPI, cached under
+# target/bench), over sm and tcp; exits non-zero if any run fails.
+echo "== oxmpi-bench compare --smoke"
+cargo run --release -q -p oxmpi-bench -- compare --smoke --out target/bench/smoke >/dev/null
+for f in report.md samples.csv summary.csv limits.csv plots/shm_latency.svg plots/shm_latency.png plots/tcp_bw.svg; do
+    test -s "target/bench/smoke/$f" || { echo "oxmpi-bench smoke: $f missing"; exit 1; }
+done

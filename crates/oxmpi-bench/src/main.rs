@@ -1,0 +1,238 @@
+//! `oxmpi-bench`: oxmpi's benchmark suite, side by side with Open MPI and
+//! MPICH.
+//!
+//! - `oxmpi-bench compare [--quick]`: everything, in one command (see
+//!   [`compare`]); the report lands in `target/bench/report/`.
+//! - `oxmpi-bench rank TEST ...`: the Rust suite itself, as an MPI program
+//!   (`oxmpirun -n 2 oxmpi-bench rank latency -s 8,4096`).
+//! - `oxmpi-bench limits`: the machine's physical limits alone.
+//!
+//! The tests and their method are in `SUITE.md`; the C suite in
+//! `c/oxbench.c` implements the same ones.
+#![forbid(unsafe_code)]
+
+mod compare;
+mod limits;
+mod plot;
+mod report;
+mod suite;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "oxmpi-bench",
+    version,
+    about = "oxmpi's benchmark suite, side by side with Open MPI and MPICH"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            p.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{p:?} is not a size in bytes"))
+        })
+        .collect()
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run every test on every implementation, interleaved, and write the
+    /// report (Markdown, CSV, SVG and PNG plots).
+    Compare {
+        /// Fewer sizes and shorter timed loops (about 10 minutes).
+        #[arg(long)]
+        quick: bool,
+        /// Two sizes per test, one repetition: checks that everything runs.
+        #[arg(long)]
+        smoke: bool,
+        /// Repetitions of every point (default 3; 1 with --smoke).
+        #[arg(long)]
+        reps: Option<usize>,
+        /// Implementations: oxmpi (Rust suite), oxmpi-c (C suite on oxmpi),
+        /// ompi5 and mpich5 (from PyPI), ompi4 and mpich4 (Debian's).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "oxmpi,oxmpi-c,ompi5,mpich5"
+        )]
+        impls: Vec<String>,
+        /// Also run Debian's Open MPI 4 and MPICH 4 where installed.
+        #[arg(long)]
+        system: bool,
+        /// Transports: shm (each implementation's default on-node path), tcp (loopback).
+        #[arg(long, value_delimiter = ',', default_value = "shm,tcp")]
+        transports: Vec<String>,
+        /// Tests (the suite's names, and msgrate_pairs).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "latency,latency_anysrc,bw,bibw,msgrate,msgrate_pairs,mt_latency,vec_latency,vec_bw"
+        )]
+        tests: Vec<String>,
+        /// Pairs of ranks of msgrate_pairs.
+        #[arg(long, default_value_t = 2)]
+        pairs: usize,
+        /// Threads per rank of mt_latency.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Spread above which a point is marked noisy (0.1 = 10%).
+        #[arg(long, default_value_t = 0.1)]
+        noise: f64,
+        /// Report directory (default ROOT/target/bench/report).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The oxmpi checkout (default: the one this binary was built from).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Seconds before one run is killed and recorded as failed.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
+    /// The Rust suite as an MPI program: `oxmpirun -n 2 oxmpi-bench rank TEST`.
+    Rank {
+        /// latency, latency_anysrc, bw, bibw, msgrate, mt_latency, vec_latency or vec_bw.
+        test: String,
+        /// Comma-separated sizes in bytes.
+        #[arg(short, long)]
+        sizes: Option<String>,
+        /// Shorter timed loops.
+        #[arg(short, long)]
+        quick: bool,
+        /// Threads per rank (mt_latency).
+        #[arg(short, long, default_value_t = 2)]
+        threads: usize,
+    },
+    /// Measure the machine's physical limits only.
+    Limits {
+        /// Shorter loops.
+        #[arg(short, long)]
+        quick: bool,
+        /// Bandwidth sizes.
+        #[arg(short, long, default_value = "65536,1048576,4194304")]
+        sizes: String,
+    },
+    /// The far side of the process_vm_readv probe (internal).
+    #[command(hide = true)]
+    LimitsPeer {
+        /// Bytes to expose.
+        size: usize,
+    },
+}
+
+fn default_root() -> PathBuf {
+    let built = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    if built.join("scripts/build-capi.sh").exists() {
+        built.canonicalize().unwrap_or(built)
+    } else {
+        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Rank {
+            test,
+            sizes,
+            quick,
+            threads,
+        } => {
+            let sizes = match sizes.as_deref().map(parse_sizes) {
+                None => suite::default_sizes(&test),
+                Some(Ok(s)) => s,
+                Some(Err(e)) => {
+                    eprintln!("oxmpi-bench: {e}");
+                    std::process::exit(1);
+                }
+            };
+            suite::run(&suite::Options {
+                test,
+                sizes,
+                quick,
+                threads,
+            });
+        }
+        Cmd::Limits { quick, sizes } => {
+            let sizes = parse_sizes(&sizes).unwrap_or_else(|e| {
+                eprintln!("oxmpi-bench: {e}");
+                std::process::exit(2)
+            });
+            for l in limits::measure(&sizes, quick) {
+                println!("{},{},{:.4},{}", l.test, l.size, l.value, l.unit);
+            }
+        }
+        Cmd::LimitsPeer { size } => limits::cma_peer(size),
+        Cmd::Compare {
+            quick,
+            smoke,
+            reps,
+            mut impls,
+            system,
+            transports,
+            tests,
+            pairs,
+            threads,
+            noise,
+            out,
+            root,
+            timeout,
+        } => {
+            if system {
+                for k in ["ompi4", "mpich4"] {
+                    if !impls.iter().any(|i| i == k) {
+                        impls.push(k.into());
+                    }
+                }
+            }
+            if let Some(t) = transports.iter().find(|t| *t != "shm" && *t != "tcp") {
+                eprintln!("oxmpi-bench: unknown transport {t:?} (shm or tcp)");
+                std::process::exit(2);
+            }
+            let root = root.unwrap_or_else(default_root);
+            let cfg = compare::Config {
+                quick,
+                smoke,
+                reps: reps.unwrap_or(if smoke { 1 } else { 3 }).max(1),
+                impls,
+                transports,
+                tests,
+                pairs: pairs.max(1),
+                threads: threads.max(1),
+                noise,
+                out: out.unwrap_or_else(|| root.join("target/bench/report")),
+                root,
+                timeout,
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+            };
+            match compare::compare(&cfg) {
+                Ok(o) => {
+                    println!(
+                        "{}",
+                        std::fs::read_to_string(cfg.out.join("report.md")).unwrap_or_default()
+                    );
+                    eprintln!(
+                        "oxmpi-bench: report in {} ({} failed runs)",
+                        cfg.out.display(),
+                        o.failures.len()
+                    );
+                    if !o.failures.is_empty() || !o.missing.is_empty() {
+                        std::process::exit(1);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("oxmpi-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+}
