@@ -26,6 +26,10 @@ pub struct PmlConfig {
     pub spin_count: u32,
     /// Run a progress thread (`pml_ob1_progress_thread`).
     pub progress_thread: bool,
+    /// Smallest RDMA-get message the receiver splits with the sender (it
+    /// gets the first half while the sender puts the second), 0 = never
+    /// (`pml_ob1_rdma_split_min`).
+    pub rdma_split_min: usize,
 }
 
 impl Default for PmlConfig {
@@ -39,6 +43,7 @@ impl Default for PmlConfig {
             leave_pinned: false,
             spin_count: 20_000,
             progress_thread: false,
+            rdma_split_min: 64 << 10,
         }
     }
 }
@@ -95,6 +100,11 @@ impl PmlConfig {
                 .help("polls of a blocking wait before it yields (0 when oversubscribed)"),
         )?;
         reg.register(
+            ParamSpec::size("pml", "ob1", "rdma_split_min", d.rdma_split_min as u64)
+                .level(5)
+                .help("smallest RDMA-get message whose copy the receiver splits with the sender (0: never)"),
+        )?;
+        reg.register(
             ParamSpec::bool("pml", "ob1", "progress_thread", d.progress_thread)
                 .level(6)
                 .help("drive progress from a background thread"),
@@ -117,6 +127,8 @@ impl PmlConfig {
             leave_pinned: reg.get_bool("mpi_leave_pinned").unwrap_or(false),
             spin_count: u32::try_from(reg.get_int("pml_ob1_spin_count")?.max(0)).unwrap_or(0),
             progress_thread: reg.get_bool("pml_ob1_progress_thread")?,
+            rdma_split_min: usize::try_from(reg.get_size("pml_ob1_rdma_split_min")?)
+                .unwrap_or(usize::MAX),
         })
     }
 }

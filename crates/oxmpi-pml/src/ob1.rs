@@ -134,6 +134,9 @@ pub struct Counters {
     pub rget: u64,
     /// RDMA direct gets done by a receiver.
     pub rdma_get: u64,
+    /// Split transfers: the receiver gets the first part while the sender
+    /// puts the rest, both copying at once (`pml_ob1_rdma_split_min`).
+    pub rdma_split: u64,
     /// RDMA direct put (one PUT for the whole middle).
     pub rdma_put: u64,
     /// RDMA pipeline (several PUTs).
@@ -245,6 +248,9 @@ struct RecvReq {
     reg: Option<(usize, RegId)>,
     rkey: Option<RemoteKey>,
     rflags: RndvFlags,
+    /// Split transfer: the receiver gets `[0, split)` while the sender
+    /// puts `[split, msg_len)` (0: not split).
+    split: usize,
 }
 
 #[derive(Debug)]
@@ -835,6 +841,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 reg: None,
                 rkey: None,
                 rflags: RndvFlags(0),
+                split: 0,
             }),
         });
         Ok(ReqId(r))
@@ -1334,9 +1341,35 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let send_req = rr.send_req;
         let first = rr.got;
         let msg_len = rr.msg_len;
-        if let (Some(_key), Some(_region), true, Some((b, _))) = (key, contig, fits, rdma) {
+        if let (Some(_key), Some(region), true, Some((b, _))) = (key, contig, fits, rdma) {
             if st.caps[b].contains(Caps::GET) {
                 st.counters.rdma_get += 1;
+                let split_min = st.cfg.rdma_split_min;
+                if split_min > 0 && msg_len >= split_min && st.caps[b].contains(Caps::PUT) {
+                    // Both sides copy at once: we get the first half, the
+                    // sender puts the second (cache-line aligned split).
+                    if let Some(rest) = region.slice(0, msg_len) {
+                        match btls[b].register_mem(rest, Access::REMOTE_WRITE) {
+                            Ok(reg) => {
+                                let h = (msg_len / 2) & !63;
+                                rr.reg = Some((b, reg.id));
+                                rr.split = h;
+                                st.counters.rdma_split += 1;
+                                st.actions.push_back(Action::Ctl {
+                                    peer,
+                                    hdr: Hdr::Put {
+                                        send_req,
+                                        recv_req: r,
+                                        offset: h as u64,
+                                        len: (msg_len - h) as u64,
+                                        key: reg.key,
+                                    },
+                                });
+                            }
+                            Err(e) => tracing::debug!("register for a split transfer: {e}"),
+                        }
+                    }
+                }
                 st.actions.push_back(Action::Get(r));
                 return;
             }
@@ -1426,7 +1459,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
         else {
             return;
         };
-        let Some(region) = rr.buf.contig().and_then(|g| g.slice(0, rr.msg_len)) else {
+        let len = if rr.split > 0 { rr.split } else { rr.msg_len };
+        let Some(region) = rr.buf.contig().and_then(|g| g.slice(0, len)) else {
             return;
         };
         let peer = rr.peer;
@@ -2261,7 +2295,14 @@ impl State {
         else {
             return;
         };
-        let (peer, send_req, first, msg_len) = (rr.peer, rr.send_req, rr.got, rr.msg_len);
+        let (peer, send_req) = (rr.peer, rr.send_req);
+        // A split transfer still gets the sender's put of the rest: only
+        // the part we failed to get comes through the pipeline.
+        let (offset, len) = if rr.split > 0 {
+            (0, rr.split)
+        } else {
+            (rr.got, rr.msg_len - rr.got)
+        };
         self.counters.receiver_fallback += 1;
         self.counters.send_pipeline += 1;
         self.actions.push_back(Action::Ctl {
@@ -2269,8 +2310,8 @@ impl State {
             hdr: Hdr::Ack {
                 send_req,
                 recv_req: r,
-                send_offset: first as u64,
-                send_len: (msg_len - first) as u64,
+                send_offset: offset as u64,
+                send_len: len as u64,
             },
         });
     }
@@ -2520,6 +2561,18 @@ impl BtlSink for Sink<'_> {
                     rr.got += size as usize;
                     let peer = rr.peer as usize;
                     st.counters.bytes_received[peer] += size;
+                    if rr.split > 0 && rr.got >= rr.msg_len {
+                        // The sender's put came last: its send is done.
+                        let (send_req, msg_len) = (rr.send_req, rr.msg_len);
+                        st.actions.push_back(Action::Ctl {
+                            peer: peer as u32,
+                            hdr: Hdr::Fin {
+                                req: send_req,
+                                size: msg_len as u64,
+                                status: 0,
+                            },
+                        });
+                    }
                     st.check_recv_done(req);
                 }
                 _ => st.counters.bad_fragments += 1,

@@ -268,6 +268,38 @@ fn rdma_direct_get() {
 }
 
 #[test]
+fn rdma_split_receiver_gets_half_while_sender_puts_half() {
+    // Default: a large RGET is split; the data check is in `transfer`.
+    for len in [64 * 1024, 300 * 1024 + 5, 2 << 20] {
+        let mut w = world(2);
+        transfer(&mut w, len, SendMode::Standard);
+        let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
+        assert_eq!(
+            (s.rget, r.rdma_get, r.rdma_split, s.puts, s.frags),
+            (1, 1, 1, 1, 0),
+            "{len}: {s:?} {r:?}"
+        );
+        assert_eq!(r.bytes_received[0], len as u64, "{r:?}");
+        // Synchronous mode completes through the same FINs.
+        transfer(&mut w, len, SendMode::Synchronous);
+        assert_eq!(w.ranks[1].counters().rdma_split, 2);
+    }
+    // Below the threshold, or with the split turned off: one get.
+    let mut w = world(2);
+    transfer(&mut w, 60 * 1024, SendMode::Standard);
+    let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
+    assert_eq!((r.rdma_get, r.rdma_split, s.puts), (1, 0, 0), "{s:?} {r:?}");
+    let cfg = PmlConfig {
+        rdma_split_min: 0,
+        ..PmlConfig::default()
+    };
+    let mut w = world_with(2, SimConfig::default(), all_caps(), cfg);
+    transfer(&mut w, 1 << 20, SendMode::Standard);
+    let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
+    assert_eq!((r.rdma_get, r.rdma_split, s.puts), (1, 0, 0), "{s:?} {r:?}");
+}
+
+#[test]
 fn rdma_put_direct_and_pipeline() {
     // No GET: the sender proposes RNDV with PIN and the receiver drives PUTs.
     let keep = all_caps() - Caps::GET;
@@ -434,6 +466,8 @@ fn unordered_network_with_no_resource_keeps_mpi_order() {
         w.wait(from, id);
     }
     assert!(w.ranks[0].counters().no_resource > 0 || w.ranks[2].counters().no_resource > 0);
+    // The 70 KB and 300 KB messages were split transfers, reordered too.
+    assert!(w.ranks[1].counters().rdma_split > 0);
 }
 
 #[test]
