@@ -93,6 +93,97 @@ impl MemRegion {
         unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
     }
 
+    /// The byte range covered by `count` blocks of `len` bytes, the `k`-th
+    /// at `at + k * stride`, when all lie inside the region.
+    fn blocks_fit(&self, at: isize, stride: isize, len: usize, count: usize) -> bool {
+        if count == 0 || len == 0 {
+            return true;
+        }
+        let last = (count as i128 - 1) * stride as i128 + at as i128;
+        let (lo, hi) = (last.min(at as i128), last.max(at as i128) + len as i128);
+        lo >= 0 && hi <= self.len as i128
+    }
+
+    /// Copies `count` blocks of `len` bytes, the `k`-th at
+    /// `at + k * stride` in the region, one after another into `out`
+    /// (`out.len() == len * count`); false (and nothing copied) when a
+    /// block is outside the region or `out` has the wrong length.
+    pub fn gather(
+        &self,
+        at: isize,
+        stride: isize,
+        len: usize,
+        count: usize,
+        out: &mut [u8],
+    ) -> bool {
+        if len.checked_mul(count) != Some(out.len()) || !self.blocks_fit(at, stride, len, count) {
+            return false;
+        }
+        if out.is_empty() {
+            return true;
+        }
+        let base = self.addr as isize + at;
+        #[inline(always)]
+        fn blocks<const N: usize>(base: isize, stride: isize, count: usize, out: &mut [u8]) {
+            for (k, d) in out.chunks_exact_mut(N).take(count).enumerate() {
+                let src = (base + k as isize * stride) as *const u8;
+                // SAFETY: block k lies inside the region (blocks_fit), which
+                // its creator promised is readable and not written while in
+                // flight; `d` is a distinct N-byte slice of `out`.
+                unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), N) }
+            }
+        }
+        match len {
+            4 => blocks::<4>(base, stride, count, out),
+            8 => blocks::<8>(base, stride, count, out),
+            16 => blocks::<16>(base, stride, count, out),
+            _ => {
+                for (k, d) in out.chunks_exact_mut(len).enumerate() {
+                    let src = (base + k as isize * stride) as *const u8;
+                    // SAFETY: as above, for `len`-byte blocks.
+                    unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), len) }
+                }
+            }
+        }
+        true
+    }
+
+    /// The reverse of [`gather`](Self::gather): `src` (`len * count`
+    /// bytes) into the blocks; false (and nothing written) when a block is
+    /// outside the region or `src` has the wrong length.
+    pub fn scatter(&self, at: isize, stride: isize, len: usize, count: usize, src: &[u8]) -> bool {
+        if len.checked_mul(count) != Some(src.len()) || !self.blocks_fit(at, stride, len, count) {
+            return false;
+        }
+        if src.is_empty() {
+            return true;
+        }
+        let base = self.addr as isize + at;
+        #[inline(always)]
+        fn blocks<const N: usize>(base: isize, stride: isize, src: &[u8]) {
+            for (k, s) in src.chunks_exact(N).enumerate() {
+                let dst = (base + k as isize * stride) as *mut u8;
+                // SAFETY: block k lies inside the region (blocks_fit), which
+                // its creator promised is writable and not accessed by anyone
+                // else while in flight; `copy` tolerates overlap with `src`.
+                unsafe { std::ptr::copy(s.as_ptr(), dst, N) }
+            }
+        }
+        match len {
+            4 => blocks::<4>(base, stride, src),
+            8 => blocks::<8>(base, stride, src),
+            16 => blocks::<16>(base, stride, src),
+            _ => {
+                for (k, s) in src.chunks_exact(len).enumerate() {
+                    let dst = (base + k as isize * stride) as *mut u8;
+                    // SAFETY: as above, for `len`-byte blocks.
+                    unsafe { std::ptr::copy(s.as_ptr(), dst, len) }
+                }
+            }
+        }
+        true
+    }
+
     /// Copies `src` into the region at `offset`.
     ///
     /// # Panics
@@ -111,5 +202,66 @@ impl MemRegion {
         unsafe {
             std::ptr::copy(src.as_ptr(), (self.addr + offset) as *mut u8, src.len());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MemRegion;
+
+    fn region(v: &mut [u8]) -> MemRegion {
+        // SAFETY: each test keeps `v` alive and untouched while it uses the
+        // region.
+        unsafe { MemRegion::new(v.as_mut_ptr(), v.len()) }
+    }
+
+    #[test]
+    fn gather_and_scatter_strided_blocks_of_any_size() {
+        for len in [1usize, 3, 4, 8, 16, 24] {
+            let mut v: Vec<u8> = (0..=255).cycle().take(64 * len).collect();
+            let r = region(&mut v);
+            let mut out = vec![0u8; 10 * len];
+            // Every other block, forwards.
+            assert!(r.gather(len as isize, 2 * len as isize, len, 10, &mut out));
+            for k in 0..10 {
+                let at = len + 2 * k * len;
+                assert_eq!(&out[k * len..(k + 1) * len], &v[at..at + len]);
+            }
+            // Backwards (negative stride).
+            let last = 30 * len as isize;
+            assert!(r.gather(last, -3 * len as isize, len, 10, &mut out));
+            for k in 0..10 {
+                let at = (last - 3 * (k * len) as isize) as usize;
+                assert_eq!(&out[k * len..(k + 1) * len], &v[at..at + len]);
+            }
+            let mut w = vec![0u8; 64 * len];
+            let rw = region(&mut w);
+            assert!(rw.scatter(0, 3 * len as isize, len, 10, &out));
+            for k in 0..10 {
+                let at = 3 * k * len;
+                assert_eq!(&w[at..at + len], &out[k * len..(k + 1) * len]);
+                // The gaps stay untouched.
+                assert!(w[at + len..at + 3 * len].iter().all(|&b| b == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_outside_the_region_copy_nothing() {
+        let mut v = vec![7u8; 100];
+        let r = region(&mut v);
+        let mut out = vec![0u8; 40];
+        // The fifth block would end at 4 * 24 + 8 = 104 > 100.
+        assert!(!r.gather(0, 24, 8, 5, &mut out));
+        // Before the start.
+        assert!(!r.gather(-1, 8, 8, 5, &mut out));
+        assert!(!r.gather(32, -16, 8, 5, &mut out));
+        // Wrong output length.
+        assert!(!r.gather(0, 8, 8, 4, &mut out));
+        assert!(out.iter().all(|&b| b == 0));
+        assert!(!r.scatter(0, 24, 8, 5, &[1u8; 40]));
+        assert!(v.iter().all(|&b| b == 7));
+        // Empty is fine.
+        assert!(r.gather(0, 8, 8, 0, &mut []));
     }
 }

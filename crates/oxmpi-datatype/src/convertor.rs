@@ -289,6 +289,42 @@ impl Convertor {
     }
 }
 
+impl Convertor {
+    /// Like [`for_each_run`](Self::for_each_run), but a strided run of
+    /// equal blocks comes as one call: `f(offset, stride, len, count)` is
+    /// `count` blocks of `len` bytes, the `k`-th at `offset + k * stride`
+    /// (`count == 1` for a lone run). Lets a caller copy a vector-like
+    /// layout with one tight loop instead of a call per block.
+    pub fn for_each_block(
+        &self,
+        packed_offset: usize,
+        len: usize,
+        f: impl FnMut(isize, isize, usize, usize),
+    ) -> Result<()> {
+        let n = self.remaining(packed_offset)?.min(len);
+        let mut sink = BlockSink(f);
+        self.walk(0, packed_offset, n, &mut sink)
+    }
+}
+
+struct BlockSink<F>(F);
+
+impl<F: FnMut(isize, isize, usize, usize)> Sink for BlockSink<F> {
+    fn run(&mut self, addr: isize, len: usize) -> Result<()> {
+        (self.0)(addr, len as isize, len, 1);
+        Ok(())
+    }
+
+    fn strided(&mut self, addr: isize, stride: isize, len: usize, count: usize) -> Result<()> {
+        if stride == len as isize {
+            (self.0)(addr, (len * count) as isize, len * count, 1);
+        } else {
+            (self.0)(addr, stride, len, count);
+        }
+        Ok(())
+    }
+}
+
 fn oob(addr: isize, len: usize, buf: usize) -> DatatypeError {
     DatatypeError::OutOfBounds {
         start: addr as i128,

@@ -497,6 +497,16 @@ proptest! {
             let mut got = Vec::new();
             c.for_each_run(off, n, |a, l| got.extend((0..l as i128).map(|b| a as i128 + b))).unwrap();
             prop_assert_eq!(&got[..], &addrs[off..off + n]);
+            // Blocks (strided runs as one call) map the same bytes.
+            let mut got = Vec::new();
+            c.for_each_block(off, n, |a, stride, l, count| {
+                for k in 0..count as i128 {
+                    let at = a as i128 + k * stride as i128;
+                    got.extend((0..l as i128).map(|b| at + b));
+                }
+            })
+            .unwrap();
+            prop_assert_eq!(&got[..], &addrs[off..off + n]);
         }
 
         // Bounds: a buffer one byte short at either end is refused.

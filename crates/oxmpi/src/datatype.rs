@@ -468,20 +468,20 @@ impl Layout for TypedLayout {
     }
 
     fn pack(&self, base: &MemRegion, offset: usize, out: &mut [u8]) -> usize {
-        // Only the runs the datatype covers are read (padding may be
-        // uninitialized); bounds were checked when the layout was built.
+        // Only the blocks the datatype covers are read (padding may be
+        // uninitialized); a strided run of blocks is one gather. Bounds
+        // were checked when the layout was built, and again by gather.
         let mut pos = 0;
+        let mut ok = true;
         let origin = self.origin;
-        let r = self.conv.for_each_run(offset, out.len(), |off, n| {
-            if let Some(src) = usize::try_from(origin + off)
-                .ok()
-                .and_then(|at| base.slice(at, n))
-            {
-                out[pos..pos + n].copy_from_slice(src.read());
-            }
-            pos += n;
-        });
-        if r.is_err() {
+        let r = self
+            .conv
+            .for_each_block(offset, out.len(), |off, stride, n, count| {
+                let bytes = n * count;
+                ok &= base.gather(origin + off, stride, n, count, &mut out[pos..pos + bytes]);
+                pos += bytes;
+            });
+        if r.is_err() || !ok {
             return 0;
         }
         pos
@@ -489,14 +489,16 @@ impl Layout for TypedLayout {
 
     fn unpack(&self, base: &MemRegion, offset: usize, data: &[u8]) -> usize {
         let mut pos = 0;
+        let mut ok = true;
         let origin = self.origin;
-        let r = self.conv.for_each_run(offset, data.len(), |off, n| {
-            if let Ok(at) = usize::try_from(origin + off) {
-                base.write(at, &data[pos..pos + n]);
-            }
-            pos += n;
-        });
-        if r.is_err() {
+        let r = self
+            .conv
+            .for_each_block(offset, data.len(), |off, stride, n, count| {
+                let bytes = n * count;
+                ok &= base.scatter(origin + off, stride, n, count, &data[pos..pos + bytes]);
+                pos += bytes;
+            });
+        if r.is_err() || !ok {
             return 0;
         }
         pos
