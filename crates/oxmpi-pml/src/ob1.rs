@@ -231,6 +231,8 @@ struct SendReq {
     credit: usize,
     seq: u16,
     rkey: Option<RemoteKey>,
+    /// Counted in `State::rget_out` until completion.
+    rget_open: bool,
 }
 
 #[derive(Debug)]
@@ -412,6 +414,9 @@ pub(crate) struct State {
     pending: VecDeque<Action>,
     credits: Vec<usize>,
     owed: Vec<usize>,
+    /// Our RGET sends not yet complete, per peer: while the peer is busy
+    /// getting our data it has no core to spare for a split transfer.
+    rget_out: Vec<u32>,
     dead: Vec<Option<String>>,
     counters: Counters,
     tick: u32,
@@ -565,6 +570,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 pending: VecDeque::with_capacity(64),
                 credits,
                 owed: vec![0; n],
+                rget_out: vec![0; n],
                 dead: vec![None; n],
                 counters: Counters {
                     bytes_sent: vec![0; n],
@@ -760,6 +766,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             credit: 0,
             seq: 0,
             rkey: None,
+            rget_open: false,
         };
         let r = self.st.reqs.alloc(Req {
             done: persistent,
@@ -959,6 +966,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 s.proto = Proto::Rget;
                 s.first_len = 0;
                 st.counters.rget += 1;
+                if !s.rget_open {
+                    s.rget_open = true;
+                    st.rget_out[peer] += 1;
+                }
             } else {
                 s.proto = Proto::Rndv;
                 let room = lim.rndv_eager_limit.saturating_sub(RNDV_LEN);
@@ -1345,7 +1356,13 @@ impl<B: ?Sized + Btl> Ob1<B> {
             if st.caps[b].contains(Caps::GET) {
                 st.counters.rdma_get += 1;
                 let split_min = st.cfg.rdma_split_min;
-                if split_min > 0 && msg_len >= split_min && st.caps[b].contains(Caps::PUT) {
+                // Split only when the sender is not itself busy getting
+                // from us (both directions at once: each core has a copy).
+                if split_min > 0
+                    && msg_len >= split_min
+                    && st.caps[b].contains(Caps::PUT)
+                    && st.rget_out[peer as usize] == 0
+                {
                     // Both sides copy at once: we get the first half, the
                     // sender puts the second (cache-line aligned split).
                     if let Some(rest) = region.slice(0, msg_len) {
@@ -1927,7 +1944,14 @@ impl State {
         }
         q.done = true;
         let reg = match &mut q.kind {
-            Kind::Send(s) => s.reg.take(),
+            Kind::Send(s) => {
+                if s.rget_open {
+                    s.rget_open = false;
+                    let n = &mut self.rget_out[s.peer as usize];
+                    *n = n.saturating_sub(1);
+                }
+                s.reg.take()
+            }
             Kind::Recv(rr) => rr.reg.take(),
         };
         let user_freed = q.user_freed;
@@ -2396,6 +2420,7 @@ impl State {
             credit: 0,
             seq: 0,
             rkey: None,
+            rget_open: false,
         };
         let ir = self.reqs.alloc(Req {
             done: false,

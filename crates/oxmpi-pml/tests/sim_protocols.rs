@@ -300,6 +300,40 @@ fn rdma_split_receiver_gets_half_while_sender_puts_half() {
 }
 
 #[test]
+fn no_split_while_the_peer_is_getting_from_us() {
+    // Both ranks send 1 MiB to each other at once: each one's core is busy
+    // getting the other's data, so neither receiver splits.
+    let mut w = world(2);
+    let len = 1 << 20;
+    let mut src = [Mem::pattern(len, 1), Mem::pattern(len, 2)];
+    let mut dst = [Mem::zeros(len), Mem::zeros(len)];
+    let s0 = w.ranks[0]
+        .isend(src[0].buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    let s1 = w.ranks[1]
+        .isend(src[1].buf(), 0, 5, CTX, SendMode::Standard)
+        .unwrap();
+    let r0 = w.ranks[0]
+        .irecv(dst[0].buf(), Source::Rank(1), Tag::Value(5), CTX)
+        .unwrap();
+    let r1 = w.ranks[1]
+        .irecv(dst[1].buf(), Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap();
+    for (rank, id) in [(0, s0), (1, s1), (0, r0), (1, r1)] {
+        w.wait(rank, id);
+    }
+    assert_eq!(dst[1].0, src[0].0);
+    assert_eq!(dst[0].0, src[1].0);
+    for rank in 0..2 {
+        let c = w.ranks[rank].counters();
+        assert_eq!((c.rdma_get, c.rdma_split), (1, 0), "{c:?}");
+    }
+    // Once those are done, a one-way transfer splits again.
+    transfer(&mut w, len, SendMode::Standard);
+    assert_eq!(w.ranks[1].counters().rdma_split, 1);
+}
+
+#[test]
 fn rdma_put_direct_and_pipeline() {
     // No GET: the sender proposes RNDV with PIN and the receiver drives PUTs.
     let keep = all_caps() - Caps::GET;
