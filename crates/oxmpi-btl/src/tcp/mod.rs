@@ -1547,7 +1547,7 @@ impl Btl for TcpBtl {
     }
 
     fn caps(&self) -> Caps {
-        Caps::SEND | Caps::SENDI | Caps::ORDERED
+        Caps::SEND | Caps::SENDI | Caps::SEND_INPLACE | Caps::ORDERED
     }
 
     fn limits(&self) -> &Limits {
@@ -1701,13 +1701,15 @@ impl Btl for TcpBtl {
                 limit: self.frame_max,
             });
         }
-        let mut buf = self.books.pool.get(len);
+        // In place: the frame is written with writev straight from the
+        // user's memory, which the PML keeps untouched until the send's
+        // token completes (or `send` returns Done).
+        let mut buf = self.books.pool.get(reserve);
         buf.resize(reserve, 0);
-        buf.extend_from_slice(data.read());
         Ok(Descriptor {
             ep,
             buf,
-            inplace: None,
+            inplace: Some(data),
         })
     }
 
