@@ -154,6 +154,12 @@ fn slots_of<T>(buf: &mut [T], slot: usize) -> Vec<&mut [T]> {
     v
 }
 
+/// A receive buffer, written once so that its pages are mapped before
+/// timing (a zero fill would come from calloc, untouched).
+fn touched(len: usize) -> Vec<u8> {
+    vec![b'-'; len.max(1)]
+}
+
 fn filled(len: usize, rank: i32) -> Vec<u8> {
     vec![b'a'.wrapping_add(rank as u8); len.max(1)]
 }
@@ -263,7 +269,7 @@ fn latency<L: Level>(w: &Communicator<'_, L>, opts: &Options, any: bool) {
     let rank = w.rank();
     let max = opts.sizes.iter().copied().max().unwrap_or(0);
     let sbuf = filled(max, rank);
-    let mut rbuf = filled(max, -(b'a' as i32));
+    let mut rbuf = touched(max);
     global_warmup(w, opts);
     for &size in &opts.sizes {
         let (dflt, warm) = lat_iters(size);
@@ -325,7 +331,7 @@ fn bw<L: Level>(w: &Communicator<'_, L>, opts: &Options) {
     let max = opts.sizes.iter().copied().max().unwrap_or(1).max(1);
     let sbuf = filled(max, rank);
     let mut rbuf = if rank == 1 {
-        filled(max * WINDOW, -(b'a' as i32))
+        touched(max * WINDOW)
     } else {
         Vec::new()
     };
@@ -365,7 +371,7 @@ fn bibw<L: Level>(w: &Communicator<'_, L>, opts: &Options) {
     let rank = w.rank();
     let max = opts.sizes.iter().copied().max().unwrap_or(1).max(1);
     let sbuf = filled(max, rank);
-    let mut rbuf = filled(max * WINDOW, -(b'a' as i32));
+    let mut rbuf = touched(max * WINDOW);
     let peer = w.process_at_rank(1 - rank);
     for &size in &opts.sizes {
         let (dflt, warm) = bw_iters(size, opts.quick);
@@ -419,7 +425,7 @@ fn msgrate<L: Level>(w: &Communicator<'_, L>, opts: &Options) {
     let peer = if sending { rank + pairs } else { rank - pairs };
     let max = opts.sizes.iter().copied().max().unwrap_or(8).max(1);
     let sbuf = filled(max, rank);
-    let mut rbuf = filled(max * WINDOW, -(b'a' as i32));
+    let mut rbuf = touched(max * WINDOW);
     for &size in &opts.sizes {
         let mut slots = slots_of(&mut rbuf, size);
         let run = |slots: &mut [&mut [u8]], n: usize| {
@@ -478,7 +484,7 @@ fn mt_latency(w: &Communicator<'_, Threading::Multiple>, opts: &Options) {
                         let tag = TAG_THREAD + t as i32;
                         let peer = w.process_at_rank(1 - rank);
                         let sbuf = filled(max, rank);
-                        let mut rbuf = filled(max, -(b'a' as i32));
+                        let mut rbuf = touched(max);
                         let round = |rbuf: &mut [u8], n: usize| {
                             for _ in 0..n {
                                 if rank == 0 {
@@ -541,7 +547,7 @@ fn vec_latency<L: Level>(w: &Communicator<'_, L>, opts: &Options) {
     let rank = w.rank();
     let max = opts.sizes.iter().copied().max().unwrap_or(8);
     let sbuf = filled_f64(2 * max, rank);
-    let mut rbuf = filled_f64(2 * max, -(b'a' as i32));
+    let mut rbuf = filled_f64(2 * max, i32::from(b'-') - i32::from(b'a'));
     global_warmup(w, opts);
     for &size in &opts.sizes {
         let dt = vector_type(size);
@@ -579,7 +585,7 @@ fn vec_bw<L: Level>(w: &Communicator<'_, L>, opts: &Options) {
     let max = opts.sizes.iter().copied().max().unwrap_or(8);
     let sbuf = filled_f64(2 * max, rank);
     let mut rbuf = if rank == 1 {
-        filled_f64(2 * max * WINDOW, -(b'a' as i32))
+        filled_f64(2 * max * WINDOW, i32::from(b'-') - i32::from(b'a'))
     } else {
         Vec::new()
     };
