@@ -184,6 +184,20 @@ impl MemRegion {
         true
     }
 
+    /// Runs `f` on the region's bytes, writable: for a transport that
+    /// receives straight into registered memory.
+    pub fn with_bytes_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        if self.len == 0 {
+            return f(&mut []);
+        }
+        // SAFETY: the creator of this region promised (see `new`) that the
+        // bytes are allocated, writable and not accessed by anyone else while
+        // an operation given the region is in flight, which is when
+        // transports call this; the slice does not outlive `f`.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) };
+        f(bytes)
+    }
+
     /// Copies `src` into the region at `offset`.
     ///
     /// # Panics

@@ -203,7 +203,7 @@ fn tcp_simultaneous_connect() {
 }
 
 #[test]
-fn tcp_unsupported_and_limits() {
+fn tcp_limits_keys_and_unsupported_get() {
     let (mut a, ab, _b, _ba) = lo_pair();
     let big = vec![0u8; a.limits().max_sendi_size + 1];
     assert!(matches!(
@@ -217,15 +217,21 @@ fn tcp_unsupported_and_limits() {
     let buf = [0u8; 8];
     // SAFETY: the buffer outlives the (refused) calls.
     let r = unsafe { oxmpi_btl::mem::MemRegion::from_slice(&buf) };
-    assert!(matches!(
-        a.register_mem(r, oxmpi_btl::btl::Access::REMOTE_WRITE),
-        Err(BtlError::Unsupported(_))
-    ));
+    // PUT is emulated (registrations work); GET is not offered.
+    let reg = a
+        .register_mem(r, oxmpi_btl::btl::Access::REMOTE_WRITE)
+        .unwrap();
     let key = oxmpi_btl::btl::RemoteKey::new(&[1; 8]).unwrap();
     assert!(matches!(
         a.put(ab, r, &key, 0, Token(1)),
-        Err(BtlError::Unsupported(_))
+        Err(BtlError::Invalid(_))
     ));
+    // A put that would leave the registration is refused before sending.
+    assert!(matches!(
+        a.put(ab, r, &reg.key, 1, Token(1)),
+        Err(BtlError::Invalid(_))
+    ));
+    a.deregister_mem(reg.id);
     assert!(matches!(
         a.get(ab, r, &key, 0, Token(2)),
         Err(BtlError::Unsupported(_))

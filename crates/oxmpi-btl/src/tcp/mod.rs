@@ -94,7 +94,7 @@ use crate::mem::MemRegion;
 pub use iface::{IfFilter, IfSpec, Interface};
 pub use wire::{Card, CardEntry};
 
-use wire::{Handshake, HsKind, FRAME_HDR_LEN, HS_LEN};
+use wire::{Handshake, HsKind, PutHdr, FRAME_HDR_LEN, HS_LEN, PUT_ACK_LEN, PUT_HDR_LEN};
 
 /// Default limits, as Open MPI's tcp BTL: 64 KiB eager, 128 KiB pipeline
 /// fragments, exclusivity 100, latency 100, bandwidth 100 per link.
@@ -413,6 +413,8 @@ struct Books {
     stats: TcpStats,
     /// Fragments queued to all peers.
     queued_frags: usize,
+    /// Puts waiting for their target's acknowledgement, all peers.
+    puts_out: usize,
 }
 
 impl Books {
@@ -454,6 +456,10 @@ struct Peer {
     /// Sum of the queued fragments' costs.
     queued: usize,
     tries: u32,
+    /// Puts sent and not yet acknowledged, in order: (seq, token).
+    puts: VecDeque<(u32, Token)>,
+    /// The next put's sequence number.
+    put_seq: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -488,6 +494,38 @@ struct Conn {
     rbuf: Vec<u8>,
     rstart: usize,
     rend: usize,
+    /// A put whose data is being received straight into its target.
+    landing: Option<Landing>,
+}
+
+/// The rest of a put's data, arriving.
+#[derive(Debug)]
+struct Landing {
+    /// Where the data goes; `None`: refused (bad key or range), the data
+    /// is read and dropped.
+    target: Option<MemRegion>,
+    /// The registration written to (a deregistration drops the target).
+    reg: u32,
+    got: usize,
+    total: usize,
+    seq: u32,
+}
+
+/// A registration of ours that peers may put into.
+#[derive(Debug, Clone, Copy)]
+struct Reg {
+    region: MemRegion,
+    nonce: u64,
+    writable: bool,
+}
+
+/// What reading a connection hands back besides fragments.
+#[derive(Debug, Default)]
+struct ReadOut {
+    /// Puts that landed (or were refused): acknowledge `(seq, status)`.
+    acks_out: Vec<(u32, u32)>,
+    /// Acknowledgements of our puts: `(seq, status)`.
+    acks_in: Vec<(u32, u32)>,
 }
 
 impl Conn {
@@ -509,6 +547,7 @@ impl Conn {
             rbuf: Vec::new(),
             rstart: 0,
             rend: 0,
+            landing: None,
         }
     }
 
@@ -611,6 +650,11 @@ pub struct TcpBtl {
     /// Peers in `Waiting`.
     waiting: usize,
     books: Books,
+    /// Our registrations (index = id), for puts from peers.
+    regs: Vec<Option<Reg>>,
+    free_regs: Vec<u32>,
+    /// Acknowledgements and landings of the connection being read.
+    read_out: ReadOut,
 }
 
 impl TcpBtl {
@@ -722,7 +766,11 @@ impl TcpBtl {
                     lost: VecDeque::new(),
                     stats: TcpStats::default(),
                     queued_frags: 0,
+                    puts_out: 0,
                 },
+                regs: Vec::new(),
+                free_regs: Vec::new(),
+                read_out: ReadOut::default(),
             });
         }
         Ok(out)
@@ -808,6 +856,10 @@ impl TcpBtl {
             books.pool.put(f.buf);
         }
         p.queued = 0;
+        for (_, t) in p.puts.drain(..) {
+            books.puts_out -= 1;
+            books.completions.push_back((t, Err(err.clone())));
+        }
         books.lost.push_back((ep, err));
         if let Some(s) = slot {
             self.close_conn(s);
@@ -1187,22 +1239,90 @@ impl TcpBtl {
             return 0;
         }
         let mut delivered = 0;
-        match read_frames(
+        let end = read_frames(
             c,
             ep,
             self.frame_max,
             sink,
             &mut self.books.stats,
             &mut delivered,
-        ) {
+            &self.regs,
+            &mut self.read_out,
+        );
+        match end {
             ReadEnd::Drained => {}
             ReadEnd::Budget => {
                 c.in_ready = true;
                 self.ready.push(slot);
             }
-            ReadEnd::Failed(why) => self.conn_failed(slot, why),
+            ReadEnd::Failed(ref why) => {
+                let why = why.clone();
+                self.read_out.acks_out.clear();
+                self.read_out.acks_in.clear();
+                self.conn_failed(slot, why);
+                return delivered;
+            }
         }
+        delivered += self.settle_puts(ep);
         delivered
+    }
+
+    /// Acknowledges the puts that landed on `ep` and completes ours that
+    /// `ep` acknowledged. Returns how many events that was.
+    fn settle_puts(&mut self, ep: Endpoint) -> usize {
+        let mut n = 0;
+        let mut acks = std::mem::take(&mut self.read_out.acks_out);
+        for &(seq, status) in &acks {
+            let hdr = wire::frame_header_kind(PUT_ACK_LEN, 0, wire::KIND_PUT_ACK);
+            let mut buf = self.books.pool.get(PUT_ACK_LEN);
+            buf.extend_from_slice(&wire::put_ack(seq, status));
+            let f = OutFrag {
+                hdr,
+                buf,
+                inplace: None,
+                sent: 0,
+                token: None,
+            };
+            // Control traffic: never refused for a full queue.
+            self.enqueue(ep, f);
+            n += 1;
+        }
+        acks.clear();
+        self.read_out.acks_out = acks;
+        let mut got = std::mem::take(&mut self.read_out.acks_in);
+        for &(seq, status) in &got {
+            let p = &mut self.peers[ep.0 as usize];
+            match p.puts.front() {
+                Some(&(want, token)) if want == seq => {
+                    p.puts.pop_front();
+                    self.books.puts_out -= 1;
+                    let r = if status == 0 {
+                        Ok(())
+                    } else {
+                        Err(BtlError::Invalid(
+                            "tcp: the target refused the put (stale or forged key, or a range \
+                             outside its registration)"
+                                .into(),
+                        ))
+                    };
+                    self.books.completions.push_back((token, r));
+                    n += 1;
+                }
+                _ => {
+                    let r = p.rank;
+                    got.clear();
+                    self.read_out.acks_in = got;
+                    self.lose_peer(
+                        ep,
+                        format!("connection to rank {r}: acknowledgement of an unknown put {seq}"),
+                    );
+                    return n;
+                }
+            }
+        }
+        got.clear();
+        self.read_out.acks_in = got;
+        n
     }
 
     /// An established connection broke.
@@ -1293,6 +1413,58 @@ impl TcpBtl {
         let p = &self.peers[ep.0 as usize];
         !p.queue.is_empty()
             && (p.queued + cost > self.max_queued || p.queue.len() >= MAX_QUEUED_FRAGS)
+    }
+
+    /// Writes (or queues) one frame: `hdr`, then the descriptor's bytes
+    /// and its in-place data. `token` completes when it is all written
+    /// (`None`: nothing to report, as for a put, which its acknowledgement
+    /// completes). A full queue refuses it with `NoResource`.
+    fn send_frame(
+        &mut self,
+        hdr: [u8; FRAME_HDR_LEN],
+        desc: Descriptor,
+        token: Option<Token>,
+    ) -> Result<SendOutcome, (Descriptor, BtlError)> {
+        let ep = desc.ep;
+        let len = desc.len();
+        let inplace = desc.inplace.as_ref().map_or(&[][..], |r| r.read());
+        let written = match self.write_now(ep, &[&hdr, &desc.buf, inplace]) {
+            Ok(w) => w,
+            Err(why) => {
+                let r = self.peers[ep.0 as usize].rank;
+                self.lose_peer(ep, format!("connection to rank {r}: {why}"));
+                let e = self.peer(ep).err().unwrap_or(BtlError::NoResource);
+                return Err((desc, e));
+            }
+        };
+        let frame_len = FRAME_HDR_LEN + len;
+        if written == Some(frame_len) {
+            self.books.stats.frags_sent += 1;
+            self.books.pool.put(desc.buf);
+            return Ok(SendOutcome::Done);
+        }
+        let f = OutFrag {
+            hdr,
+            buf: desc.buf,
+            inplace: desc.inplace,
+            sent: written.unwrap_or(0),
+            token,
+        };
+        if written.is_none() && self.queue_full(ep, f.cost()) {
+            let desc = Descriptor {
+                ep,
+                buf: f.buf,
+                inplace: f.inplace,
+            };
+            return Err((desc, BtlError::NoResource));
+        }
+        self.enqueue(ep, f);
+        if let Err(e) = self.peer(ep) {
+            // The connect failed at once; the token completes with the error
+            // through progress, like any queued fragment of a lost peer.
+            tracing::debug!("tcp: send to a peer lost while connecting: {e}");
+        }
+        Ok(SendOutcome::Pending)
     }
 
     /// Writes a whole frame at once if `ep` is connected with nothing
@@ -1395,8 +1567,22 @@ fn write_queue(fd: &OwnedFd, p: &mut Peer, books: &mut Books) -> Result<bool, Er
     }
 }
 
+/// Where a put's data goes: its registration's region at the offset, or
+/// `None` when the key is stale or forged, the registration is not
+/// writable, or the range leaves it.
+fn put_target(regs: &[Option<Reg>], h: &PutHdr, len: usize) -> Option<MemRegion> {
+    let r = regs.get(h.id as usize).copied().flatten()?;
+    if r.nonce != h.nonce || !r.writable {
+        return None;
+    }
+    r.region.slice(usize::try_from(h.offset).ok()?, len)
+}
+
 /// Reads and delivers fragments until the socket is empty or the budget is
-/// spent.
+/// spent. Put data is received straight into its registered target (what
+/// arrived with the header is copied; the rest lands with no copy), and
+/// each put and put acknowledgement is handed back in `out`.
+#[allow(clippy::too_many_arguments)]
 fn read_frames(
     c: &mut Conn,
     ep: Endpoint,
@@ -1404,9 +1590,47 @@ fn read_frames(
     sink: &mut dyn BtlSink,
     stats: &mut TcpStats,
     delivered: &mut usize,
+    regs: &[Option<Reg>],
+    out: &mut ReadOut,
 ) -> ReadEnd {
     let mut budget = READ_BUDGET;
     loop {
+        if let Some(l) = c.landing.as_mut() {
+            let want = l.total - l.got;
+            let r = match l.target.and_then(|t| t.slice(l.got, want)) {
+                Some(t) => t.with_bytes_mut(|b| rnet::recv(&c.fd, b, RecvFlags::empty())),
+                None => {
+                    // Refused: read into our buffer and drop.
+                    if c.rbuf.is_empty() {
+                        c.rbuf.resize(2 * (frame_max + FRAME_HDR_LEN), 0);
+                    }
+                    let k = want.min(c.rbuf.len());
+                    rnet::recv(&c.fd, &mut c.rbuf[..k], RecvFlags::empty())
+                }
+            };
+            let n = match r {
+                Ok((0, _)) => return ReadEnd::Failed("closed by the peer (EOF)".into()),
+                Ok((n, _)) => n,
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => {
+                    c.readable = false;
+                    return ReadEnd::Drained;
+                }
+                Err(e) => return ReadEnd::Failed(format!("read: {e}")),
+            };
+            stats.bytes_received += n as u64;
+            l.got += n;
+            if l.got == l.total {
+                out.acks_out.push((l.seq, u32::from(l.target.is_none())));
+                c.landing = None;
+                *delivered += 1;
+            }
+            budget = budget.saturating_sub(n);
+            if budget == 0 {
+                return ReadEnd::Budget;
+            }
+            continue;
+        }
         // Room to read: move a partial frame to the front when the tail
         // gets short.
         let cap = c.rbuf.len();
@@ -1438,11 +1662,17 @@ fn read_frames(
             if avail < FRAME_HDR_LEN {
                 break;
             }
-            let (len, tag) = match wire::parse_frame_header(&c.rbuf[c.rstart..c.rend], frame_max) {
+            let (len, tag, kind) = match wire::parse_frame(&c.rbuf[c.rstart..c.rend], frame_max) {
                 Ok(h) => h,
                 Err(e) => return ReadEnd::Failed(format!("protocol error: {e}")),
             };
-            let need = FRAME_HDR_LEN + len;
+            // A put needs only its header here: its data lands in place.
+            let need = FRAME_HDR_LEN
+                + if kind == wire::KIND_PUT {
+                    PUT_HDR_LEN
+                } else {
+                    len
+                };
             if avail < need {
                 if c.rstart + need > c.rbuf.len() {
                     c.rbuf.copy_within(c.rstart..c.rend, 0);
@@ -1455,10 +1685,49 @@ fn read_frames(
                 break;
             }
             let body = c.rstart + FRAME_HDR_LEN..c.rstart + need;
-            sink.on_recv(ep, AmTag(tag), &c.rbuf[body]);
-            stats.frags_received += 1;
-            *delivered += 1;
-            c.rstart += need;
+            match kind {
+                wire::KIND_PUT => {
+                    let Some(h) = PutHdr::decode(&c.rbuf[body]) else {
+                        return ReadEnd::Failed("protocol error: short put header".into());
+                    };
+                    let total = len - PUT_HDR_LEN;
+                    let target = put_target(regs, &h, total);
+                    // The data that came with the header.
+                    let have = total.min(avail - need);
+                    if let Some(t) = target {
+                        t.write(0, &c.rbuf[c.rstart + need..c.rstart + need + have]);
+                    }
+                    c.rstart += need + have;
+                    if have == total {
+                        out.acks_out.push((h.seq, u32::from(target.is_none())));
+                        *delivered += 1;
+                    } else {
+                        // Everything buffered was consumed: the rest is
+                        // read straight into the target.
+                        c.landing = Some(Landing {
+                            target,
+                            reg: h.id,
+                            got: have,
+                            total,
+                            seq: h.seq,
+                        });
+                        break;
+                    }
+                }
+                wire::KIND_PUT_ACK => {
+                    let Some(a) = wire::parse_put_ack(&c.rbuf[body]) else {
+                        return ReadEnd::Failed("protocol error: short put acknowledgement".into());
+                    };
+                    out.acks_in.push(a);
+                    c.rstart += need;
+                }
+                _ => {
+                    sink.on_recv(ep, AmTag(tag), &c.rbuf[body]);
+                    stats.frags_received += 1;
+                    *delivered += 1;
+                    c.rstart += need;
+                }
+            }
         }
         if c.rstart == c.rend {
             c.rstart = 0;
@@ -1547,7 +1816,9 @@ impl Btl for TcpBtl {
     }
 
     fn caps(&self) -> Caps {
-        Caps::SEND | Caps::SENDI | Caps::SEND_INPLACE | Caps::ORDERED
+        // PUT is emulated: the data travels in a frame and is received
+        // straight into the target's registered memory.
+        Caps::SEND | Caps::SENDI | Caps::SEND_INPLACE | Caps::PUT | Caps::ORDERED
     }
 
     fn limits(&self) -> &Limits {
@@ -1624,6 +1895,8 @@ impl Btl for TcpBtl {
             queue: VecDeque::new(),
             queued: 0,
             tries: 0,
+            puts: VecDeque::new(),
+            put_seq: 0,
         });
         self.by_rank.insert(peer.rank, ep);
         if let Some(s) = bound {
@@ -1655,6 +1928,10 @@ impl Btl for TcpBtl {
             self.books.pool.put(f.buf);
         }
         p.queued = 0;
+        for (_, t) in p.puts.drain(..) {
+            self.books.puts_out -= 1;
+            self.books.completions.push_back((t, Err(err.clone())));
+        }
         let rank = p.rank;
         if self.by_rank.get(&rank) == Some(&ep) {
             self.by_rank.remove(&rank);
@@ -1735,45 +2012,7 @@ impl Btl for TcpBtl {
                 },
             ));
         }
-        let hdr = wire::frame_header(len, tag.0);
-        let inplace = desc.inplace.as_ref().map_or(&[][..], |r| r.read());
-        let written = match self.write_now(ep, &[&hdr, &desc.buf, inplace]) {
-            Ok(w) => w,
-            Err(why) => {
-                let r = self.peers[ep.0 as usize].rank;
-                self.lose_peer(ep, format!("connection to rank {r}: {why}"));
-                let e = self.peer(ep).err().unwrap_or(BtlError::NoResource);
-                return Err((desc, e));
-            }
-        };
-        let frame_len = FRAME_HDR_LEN + len;
-        if written == Some(frame_len) {
-            self.books.stats.frags_sent += 1;
-            self.books.pool.put(desc.buf);
-            return Ok(SendOutcome::Done);
-        }
-        let f = OutFrag {
-            hdr,
-            buf: desc.buf,
-            inplace: desc.inplace,
-            sent: written.unwrap_or(0),
-            token: Some(token),
-        };
-        if written.is_none() && self.queue_full(ep, f.cost()) {
-            let desc = Descriptor {
-                ep,
-                buf: f.buf,
-                inplace: f.inplace,
-            };
-            return Err((desc, BtlError::NoResource));
-        }
-        self.enqueue(ep, f);
-        if let Err(e) = self.peer(ep) {
-            // The connect failed at once; the token completes with the error
-            // through progress, like any queued fragment of a lost peer.
-            tracing::debug!("tcp: send to a peer lost while connecting: {e}");
-        }
-        Ok(SendOutcome::Pending)
+        self.send_frame(wire::frame_header(len, tag.0), desc, Some(token))
     }
 
     fn sendi(&mut self, ep: Endpoint, tag: AmTag, parts: &[&[u8]]) -> Result<(), BtlError> {
@@ -1832,23 +2071,119 @@ impl Btl for TcpBtl {
 
     fn register_mem(
         &mut self,
-        _region: MemRegion,
-        _access: Access,
+        region: MemRegion,
+        access: Access,
     ) -> Result<Registration, BtlError> {
-        Err(BtlError::Unsupported("register_mem"))
+        let id = match self.free_regs.pop() {
+            Some(i) => i,
+            None => {
+                let i = u32::try_from(self.regs.len())
+                    .map_err(|_| BtlError::Invalid("tcp: too many registrations".into()))?;
+                self.regs.push(None);
+                i
+            }
+        };
+        // A fresh unpredictable nonce per registration: a stale or forged
+        // key names the wrong one.
+        let nonce = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(id);
+            h.write_usize(region.addr());
+            h.finish()
+        };
+        self.regs[id as usize] = Some(Reg {
+            region,
+            nonce,
+            writable: access.contains(Access::REMOTE_WRITE),
+        });
+        let key = RemoteKey::new(&wire::encode_key(id, nonce, region.len() as u64))
+            .ok_or_else(|| BtlError::Invalid("tcp: key too long".into()))?;
+        Ok(Registration {
+            id: RegId(u64::from(id)),
+            region,
+            key,
+        })
     }
 
-    fn deregister_mem(&mut self, _id: RegId) {}
+    fn deregister_mem(&mut self, id: RegId) {
+        let Ok(i) = u32::try_from(id.0) else { return };
+        if self.regs.get(i as usize).is_some_and(Option::is_some) {
+            self.regs[i as usize] = None;
+            self.free_regs.push(i);
+            // A put still landing there is read and dropped from now on.
+            for c in self.conns.iter_mut().flatten() {
+                if let Some(l) = c.landing.as_mut().filter(|l| l.reg == i) {
+                    l.target = None;
+                }
+            }
+        }
+    }
 
     fn put(
         &mut self,
-        _ep: Endpoint,
-        _local: MemRegion,
-        _remote: &RemoteKey,
-        _remote_offset: usize,
-        _token: Token,
+        ep: Endpoint,
+        local: MemRegion,
+        remote: &RemoteKey,
+        remote_offset: usize,
+        token: Token,
     ) -> Result<(), BtlError> {
-        Err(BtlError::Unsupported("put"))
+        self.peer(ep)?;
+        let (id, nonce, reg_len) = wire::decode_key(remote.as_bytes())
+            .ok_or_else(|| BtlError::Invalid("tcp: not a tcp remote key".into()))?;
+        let end = (remote_offset as u64).checked_add(local.len() as u64);
+        if end.map_or(true, |e| e > reg_len) {
+            return Err(BtlError::Invalid(format!(
+                "tcp: put of {} bytes at {remote_offset} leaves the {reg_len}-byte registration",
+                local.len()
+            )));
+        }
+        let len = PUT_HDR_LEN + local.len();
+        if u32::try_from(len).is_err() {
+            return Err(BtlError::TooLarge {
+                what: "put",
+                len,
+                limit: u32::MAX as usize - PUT_HDR_LEN,
+            });
+        }
+        let p = &mut self.peers[ep.0 as usize];
+        let seq = p.put_seq;
+        let h = PutHdr {
+            id,
+            nonce,
+            offset: remote_offset as u64,
+            seq,
+        };
+        // Counted before the write: a peer lost meanwhile completes it.
+        p.puts.push_back((seq, token));
+        self.books.puts_out += 1;
+        let mut buf = self.books.pool.get(PUT_HDR_LEN);
+        buf.extend_from_slice(&h.encode());
+        let desc = Descriptor {
+            ep,
+            buf,
+            inplace: Some(local),
+        };
+        let hdr = wire::frame_header_kind(len, 0, wire::KIND_PUT);
+        match self.send_frame(hdr, desc, None) {
+            Ok(_) => {
+                let p = &mut self.peers[ep.0 as usize];
+                p.put_seq = p.put_seq.wrapping_add(1);
+                Ok(())
+            }
+            Err((desc, e)) => {
+                self.books.pool.put(desc.buf);
+                let p = &mut self.peers[ep.0 as usize];
+                if p.puts.back().is_some_and(|&(s, t)| s == seq && t == token) {
+                    p.puts.pop_back();
+                    self.books.puts_out -= 1;
+                    Err(e)
+                } else {
+                    // The peer was lost meanwhile: its completion reports it.
+                    Ok(())
+                }
+            }
+        }
     }
 
     fn get(
@@ -1931,6 +2266,7 @@ impl Btl for TcpBtl {
             || !self.books.completions.is_empty()
             || !self.books.lost.is_empty()
             || self.books.queued_frags > 0
+            || self.books.puts_out > 0
             || self.connecting > 0
             || self.pending_hellos > 0
             || self.waiting > 0
@@ -1940,6 +2276,7 @@ impl Btl for TcpBtl {
         // Queued fragments must reach the kernel; an idle listener or a
         // handshake in progress holds nothing of ours.
         self.books.queued_frags == 0
+            && self.books.puts_out == 0
             && self.books.completions.is_empty()
             && self.books.lost.is_empty()
     }

@@ -70,7 +70,20 @@ const CARD_MAGIC: &[u8; 4] = b"OXTC";
 const HS_MAGIC: &[u8; 4] = b"OXTH";
 const VERSION: u8 = 1;
 const FAMILY_IPV4: u8 = 4;
-const KIND_DATA: u8 = 0;
+/// An ordinary fragment for a PML handler.
+pub const KIND_DATA: u8 = 0;
+/// A frame whose payload is a put header and data for registered memory.
+pub const KIND_PUT: u8 = 1;
+/// The target's answer to a put: `seq` and a status.
+pub const KIND_PUT_ACK: u8 = 2;
+/// Bytes of a put header: registration id (u32), nonce (u64), offset (u64),
+/// sequence number (u32).
+pub const PUT_HDR_LEN: usize = 24;
+/// Bytes of a put acknowledgement: sequence number (u32), status (u32).
+pub const PUT_ACK_LEN: usize = 8;
+/// Bytes of a tcp remote key: magic, id (u32), nonce (u64), length (u64).
+pub const KEY_LEN: usize = 24;
+const KEY_MAGIC: &[u8; 4] = b"OXTK";
 
 /// One listening address of a process: one module (interface x link).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -340,9 +353,132 @@ pub fn secret_eq(a: &[u8; 16], b: &[u8; 16]) -> bool {
 
 /// A fragment header for `len` payload bytes to handler `tag`.
 pub fn frame_header(len: usize, tag: u8) -> [u8; FRAME_HDR_LEN] {
+    frame_header_kind(len, tag, KIND_DATA)
+}
+
+/// A frame header of any kind (`len` fits u32: checked by the caller).
+pub fn frame_header_kind(len: usize, tag: u8, kind: u8) -> [u8; FRAME_HDR_LEN] {
     let len = u32::try_from(len).expect("fragment length fits u32 (checked by the caller)");
     let l = len.to_le_bytes();
-    [l[0], l[1], l[2], l[3], tag, KIND_DATA, 0, 0]
+    [l[0], l[1], l[2], l[3], tag, kind, 0, 0]
+}
+
+/// Decodes a frame header of any kind from untrusted bytes:
+/// `(payload length, tag, kind)`. Data and acknowledgement frames are
+/// bounded by `max_len`; a put frame (whose data lands in registered memory,
+/// not in a buffer) only by the u32 length and its header.
+pub fn parse_frame(h: &[u8], max_len: usize) -> Result<(usize, u8, u8), String> {
+    let hb: &[u8; FRAME_HDR_LEN] = h
+        .get(..FRAME_HDR_LEN)
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| "short fragment header".to_owned())?;
+    match hb[5] {
+        KIND_PUT => {
+            if hb[6..8] != [0, 0] {
+                return Err("reserved fragment header bytes set".into());
+            }
+            let len = u32::from_le_bytes([hb[0], hb[1], hb[2], hb[3]]) as usize;
+            if len < PUT_HDR_LEN {
+                return Err(format!("put frame of {len} bytes has no put header"));
+            }
+            Ok((len, hb[4], KIND_PUT))
+        }
+        KIND_PUT_ACK => {
+            let mut d = *hb;
+            d[5] = KIND_DATA;
+            let (len, tag) = parse_frame_header(&d, max_len)?;
+            if len != PUT_ACK_LEN {
+                return Err(format!("put acknowledgement of {len} bytes"));
+            }
+            Ok((len, tag, KIND_PUT_ACK))
+        }
+        _ => parse_frame_header(h, max_len).map(|(l, t)| (l, t, KIND_DATA)),
+    }
+}
+
+/// A put header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PutHdr {
+    /// The target's registration.
+    pub id: u32,
+    /// The registration's nonce (a stale or forged key does not match).
+    pub nonce: u64,
+    /// Where in the registered region the data goes.
+    pub offset: u64,
+    /// The put's number on this connection, echoed by the acknowledgement.
+    pub seq: u32,
+}
+
+impl PutHdr {
+    /// Wire form.
+    pub fn encode(&self) -> [u8; PUT_HDR_LEN] {
+        let mut b = [0u8; PUT_HDR_LEN];
+        b[0..4].copy_from_slice(&self.id.to_le_bytes());
+        b[4..12].copy_from_slice(&self.nonce.to_le_bytes());
+        b[12..20].copy_from_slice(&self.offset.to_le_bytes());
+        b[20..24].copy_from_slice(&self.seq.to_le_bytes());
+        b
+    }
+
+    /// From untrusted bytes (`None` when short).
+    pub fn decode(b: &[u8]) -> Option<PutHdr> {
+        let b = b.get(..PUT_HDR_LEN)?;
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(x)
+        };
+        Some(PutHdr {
+            id: u32_at(0),
+            nonce: u64_at(4),
+            offset: u64_at(12),
+            seq: u32_at(20),
+        })
+    }
+}
+
+/// A put acknowledgement's payload: `seq` and `status` (0: done).
+pub fn put_ack(seq: u32, status: u32) -> [u8; PUT_ACK_LEN] {
+    let mut b = [0u8; PUT_ACK_LEN];
+    b[..4].copy_from_slice(&seq.to_le_bytes());
+    b[4..].copy_from_slice(&status.to_le_bytes());
+    b
+}
+
+/// Decodes a put acknowledgement's payload.
+pub fn parse_put_ack(b: &[u8]) -> Option<(u32, u32)> {
+    let b = b.get(..PUT_ACK_LEN)?;
+    Some((
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+    ))
+}
+
+/// A tcp remote key: `(id, nonce, registered length)`.
+pub fn encode_key(id: u32, nonce: u64, len: u64) -> [u8; KEY_LEN] {
+    let mut b = [0u8; KEY_LEN];
+    b[..4].copy_from_slice(KEY_MAGIC);
+    b[4..8].copy_from_slice(&id.to_le_bytes());
+    b[8..16].copy_from_slice(&nonce.to_le_bytes());
+    b[16..24].copy_from_slice(&len.to_le_bytes());
+    b
+}
+
+/// Decodes a remote key given to `put` (`None`: not a tcp key).
+pub fn decode_key(b: &[u8]) -> Option<(u32, u64, u64)> {
+    if b.len() != KEY_LEN || &b[..4] != KEY_MAGIC {
+        return None;
+    }
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&b[8..16]);
+    let mut l = [0u8; 8];
+    l.copy_from_slice(&b[16..24]);
+    Some((
+        u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        u64::from_le_bytes(n),
+        u64::from_le_bytes(l),
+    ))
 }
 
 /// Decodes a fragment header from untrusted bytes: `(payload length, tag)`,
@@ -433,6 +569,29 @@ mod tests {
     fn frame_header_bounds() {
         let h = frame_header(100, 5);
         assert_eq!(parse_frame_header(&h, 100), Ok((100, 5)));
+        assert_eq!(parse_frame(&h, 100), Ok((100, 5, KIND_DATA)));
+        // Put frames are not bounded by the fragment limit, but need their
+        // header; acknowledgements have one size.
+        let p = frame_header_kind(1 << 30, 0, KIND_PUT);
+        assert_eq!(parse_frame(&p, 100), Ok((1 << 30, 0, KIND_PUT)));
+        assert!(parse_frame(&frame_header_kind(PUT_HDR_LEN - 1, 0, KIND_PUT), 100).is_err());
+        let a = frame_header_kind(PUT_ACK_LEN, 0, KIND_PUT_ACK);
+        assert_eq!(parse_frame(&a, 100), Ok((PUT_ACK_LEN, 0, KIND_PUT_ACK)));
+        assert!(parse_frame(&frame_header_kind(9, 0, KIND_PUT_ACK), 100).is_err());
+        assert!(parse_frame(&frame_header_kind(8, 0, 7), 100).is_err());
+        let ph = PutHdr {
+            id: 3,
+            nonce: u64::MAX - 1,
+            offset: 1 << 40,
+            seq: 9,
+        };
+        assert_eq!(PutHdr::decode(&ph.encode()), Some(ph));
+        assert_eq!(PutHdr::decode(&ph.encode()[..23]), None);
+        assert_eq!(parse_put_ack(&put_ack(7, 1)), Some((7, 1)));
+        let k = encode_key(5, 77, 4096);
+        assert_eq!(decode_key(&k), Some((5, 77, 4096)));
+        assert_eq!(decode_key(&k[..23]), None);
+        assert_eq!(decode_key(&[0xee; KEY_LEN]), None);
         assert!(parse_frame_header(&h, 99).is_err());
         assert!(parse_frame_header(&h[..7], 100).is_err());
         let mut bad = h;
