@@ -35,6 +35,10 @@ RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --quiet
 echo "== cargo test"
 cargo test --workspace
 
+# 1 GiB over the tcp BTL, checked end to end (a release build: about 1 s).
+echo "== tcp BTL: 1 GiB transfer (release)"
+cargo test --release -q -p oxmpi-btl --test tcp_bulk
+
 # The benchmark suite's smoke run: every test, two sizes, one repetition, on
 # oxmpi (Rust and C suites), Open MPI 5 and MPICH 5 (from PyPI, cached under
 # target/bench), over sm and tcp; exits non-zero if any run fails.
