@@ -157,7 +157,10 @@ fn tcp_bulk_64mib() {
 }
 
 #[test]
-#[cfg_attr(debug_assertions, ignore = "1 GiB: run in release (scripts/test-all.sh does)")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "1 GiB: run in release (scripts/test-all.sh does)"
+)]
 fn tcp_bulk_1gib() {
     bulk("tcp_bulk_1gib", 1 << 30);
 }
