@@ -2094,6 +2094,7 @@ impl State {
         rr.matched = false;
         rr.got = 0;
         rr.msg_len = 0;
+        rr.split = 0;
         rr.handle = None;
         let (ctx, src, tag) = (rr.ctx, rr.src, rr.tag);
         match self.engine.post_recv(u32::from(ctx), src, tag, r) {

@@ -334,6 +334,48 @@ fn no_split_while_the_peer_is_getting_from_us() {
 }
 
 #[test]
+fn a_persistent_receive_forgets_the_last_split() {
+    // Round 1 is split; round 2 arrives while the receiver's own send to
+    // the sender is open, so it is not: the receive must get it whole.
+    let mut w = world(2);
+    let len = 1 << 20;
+    let mut dst = Mem::zeros(len);
+    let r = w.ranks[1]
+        .recv_init(dst.buf(), Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap();
+    let mut a = Mem::pattern(len, 3);
+    w.ranks[1].start(r).unwrap();
+    let s = w.ranks[0]
+        .isend(a.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    w.wait(1, r);
+    w.wait(0, s);
+    assert_eq!(dst.0, a.0);
+    assert_eq!(w.ranks[1].counters().rdma_split, 1);
+    let mut back = Mem::pattern(len, 9);
+    let mut back_dst = Mem::zeros(len);
+    let s1 = w.ranks[1]
+        .isend(back.buf(), 0, 6, CTX, SendMode::Standard)
+        .unwrap();
+    let mut b = Mem::pattern(len, 4);
+    w.ranks[1].start(r).unwrap();
+    let s0 = w.ranks[0]
+        .isend(b.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    let r0 = w.ranks[0]
+        .irecv(back_dst.buf(), Source::Rank(1), Tag::Value(6), CTX)
+        .unwrap();
+    w.wait(1, r);
+    for (rank, id) in [(0, s0), (1, s1), (0, r0)] {
+        w.wait(rank, id);
+    }
+    assert_eq!(dst.0, b.0);
+    assert_eq!(back_dst.0, back.0);
+    assert_eq!(w.ranks[1].counters().rdma_split, 1, "round 2 was not split");
+    w.ranks[1].request_free(r).unwrap();
+}
+
+#[test]
 fn rdma_put_direct_and_pipeline() {
     // No GET: the sender proposes RNDV with PIN and the receiver drives PUTs.
     let keep = all_caps() - Caps::GET;
