@@ -1567,6 +1567,30 @@ fn write_queue(fd: &OwnedFd, p: &mut Peer, books: &mut Books) -> Result<bool, Er
     }
 }
 
+/// What one `recv` on an established connection came to.
+enum Recv {
+    /// Bytes arrived.
+    Bytes(usize),
+    /// Interrupted: try again.
+    Again,
+    /// Stop reading: drained (the socket is marked not readable), or
+    /// failed (EOF or an error).
+    End(ReadEnd),
+}
+
+fn recv_outcome<T>(r: Result<(usize, T), Errno>, readable: &mut bool) -> Recv {
+    match r {
+        Ok((0, _)) => Recv::End(ReadEnd::Failed("closed by the peer (EOF)".into())),
+        Ok((n, _)) => Recv::Bytes(n),
+        Err(Errno::INTR) => Recv::Again,
+        Err(Errno::AGAIN) => {
+            *readable = false;
+            Recv::End(ReadEnd::Drained)
+        }
+        Err(e) => Recv::End(ReadEnd::Failed(format!("read: {e}"))),
+    }
+}
+
 /// Where a put's data goes: its registration's region at the offset, or
 /// `None` when the key is stale or forged, the registration is not
 /// writable, or the range leaves it.
@@ -1608,15 +1632,10 @@ fn read_frames(
                     rnet::recv(&c.fd, &mut c.rbuf[..k], RecvFlags::empty())
                 }
             };
-            let n = match r {
-                Ok((0, _)) => return ReadEnd::Failed("closed by the peer (EOF)".into()),
-                Ok((n, _)) => n,
-                Err(Errno::INTR) => continue,
-                Err(Errno::AGAIN) => {
-                    c.readable = false;
-                    return ReadEnd::Drained;
-                }
-                Err(e) => return ReadEnd::Failed(format!("read: {e}")),
+            let n = match recv_outcome(r, &mut c.readable) {
+                Recv::Bytes(n) => n,
+                Recv::Again => continue,
+                Recv::End(e) => return e,
             };
             stats.bytes_received += n as u64;
             l.got += n;
@@ -1644,15 +1663,11 @@ fn read_frames(
             // below), but an empty read would look like EOF.
             c.rbuf.resize(c.rbuf.len() * 2 + FRAME_HDR_LEN, 0);
         }
-        let n = match rnet::recv(&c.fd, &mut c.rbuf[c.rend..], RecvFlags::empty()) {
-            Ok((0, _)) => return ReadEnd::Failed("closed by the peer (EOF)".into()),
-            Ok((n, _)) => n,
-            Err(Errno::INTR) => continue,
-            Err(Errno::AGAIN) => {
-                c.readable = false;
-                return ReadEnd::Drained;
-            }
-            Err(e) => return ReadEnd::Failed(format!("read: {e}")),
+        let r = rnet::recv(&c.fd, &mut c.rbuf[c.rend..], RecvFlags::empty());
+        let n = match recv_outcome(r, &mut c.readable) {
+            Recv::Bytes(n) => n,
+            Recv::Again => continue,
+            Recv::End(e) => return e,
         };
         c.rend += n;
         stats.bytes_received += n as u64;
