@@ -198,14 +198,16 @@ fn compile(mpicc: &Path, src: &Path, exe: &Path) -> Result<(), String> {
 fn version_of(cmd: &Path, arg: &str) -> String {
     Command::new(cmd)
         .arg(arg)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
         .ok()
         .and_then(|o| {
             let s = String::from_utf8_lossy(&o.stdout).to_string()
                 + &String::from_utf8_lossy(&o.stderr);
             s.lines()
-                .find(|l| l.contains("Open MPI") || l.contains("Version:"))
-                .map(|l| l.trim().to_string())
+                .find(|l| l.contains("Open MPI") || l.contains("OpenRTE") || l.contains("Version:"))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         })
         .unwrap_or_default()
 }
