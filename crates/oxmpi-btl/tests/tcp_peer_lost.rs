@@ -78,6 +78,29 @@ fn tcp_peer_killed_mid_transfer() {
     p.say("STALL");
     p.expect("STALLED", Duration::from_secs(10));
     let mut pending = HashSet::new();
+    // A put first (its target is stalled): it waits for an
+    // acknowledgement that never comes. The key has the tcp form (magic,
+    // id, nonce, length); the target would refuse its nonce, but never
+    // reads it.
+    let put_src = vec![5u8; 1 << 20];
+    let mut key = b"OXTK".to_vec();
+    key.extend_from_slice(&0u32.to_le_bytes());
+    key.extend_from_slice(&42u64.to_le_bytes());
+    key.extend_from_slice(&(put_src.len() as u64).to_le_bytes());
+    let key = oxmpi_btl::btl::RemoteKey::new(&key).unwrap();
+    // SAFETY: put_src lives to the end of the test and is not written.
+    let src = unsafe { oxmpi_btl::mem::MemRegion::from_slice(&put_src) };
+    let put_token = Token(u64::MAX);
+    loop {
+        match m.put(ep, src, &key, 0, put_token) {
+            Ok(()) => break,
+            Err(BtlError::NoResource) => {
+                m.progress(&mut rec);
+            }
+            Err(e) => panic!("put before the kill: {e}"),
+        }
+    }
+    pending.insert(put_token);
     let mut t = 0u64;
     let mut refused = 0;
     while refused < 20 {
