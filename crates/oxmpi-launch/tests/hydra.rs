@@ -99,7 +99,10 @@ fn hydra_abort_ends_the_job() {
     );
     assert_eq!(o.code, Some(7), "stderr {:?}", o.stderr);
     // PMI-2: Hydra 4.0 does not know the PMI-2 abort command; it still ends
-    // the job at once, exiting 255 ("Unrecognized PMI command: abort").
+    // the job at once, exiting 255 ("Unrecognized PMI command: abort"), or,
+    // when the aborting rank has already closed its PMI socket, dying of a
+    // signal (seen under load: no exit code, empty stderr). Either way the
+    // job ends, unsuccessfully, well inside the time limit (checked in run).
     let o = run(
         &ex,
         &["-n", "4"],
@@ -107,7 +110,7 @@ fn hydra_abort_ends_the_job() {
         "2",
     );
     assert!(
-        matches!(o.code, Some(c) if c != 0),
+        o.code != Some(0),
         "PMI-2 abort: {:?} {:?}",
         o.code,
         o.stderr
