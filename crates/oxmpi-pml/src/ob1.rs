@@ -233,6 +233,9 @@ struct SendReq {
     rkey: Option<RemoteKey>,
     /// Counted in `State::rget_out` until completion.
     rget_open: bool,
+    /// The receiver split this RGET (asked us to put a part): the send
+    /// ends only with the receiver's FIN, even after a fallback ACK.
+    split: bool,
 }
 
 #[derive(Debug)]
@@ -767,6 +770,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             seq: 0,
             rkey: None,
             rget_open: false,
+            split: false,
         };
         let r = self.st.reqs.alloc(Req {
             done: persistent,
@@ -922,6 +926,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         s.put_expect = 0;
         s.put_done = 0;
         s.credit = 0;
+        s.split = false;
         s.seq = match st.seq.next_seq(u32::from(s.ctx), s.dst) {
             Ok(q) => q,
             Err(e) => {
@@ -1050,6 +1055,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
                             Err(e) => {
                                 tracing::debug!("register for RGET failed ({e}); using RNDV");
                                 s.proto = Proto::Rndv;
+                                if s.rget_open {
+                                    s.rget_open = false;
+                                    let n = &mut st.rget_out[peer];
+                                    *n = n.saturating_sub(1);
+                                }
                                 st.counters.rget -= 1;
                                 st.counters.rndv += 1;
                                 return st.actions.push_back(Action::Drive(r));
@@ -1359,7 +1369,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 // Split only when the sender is not itself busy getting
                 // from us (both directions at once: each core has a copy).
                 if split_min > 0
-                    && msg_len >= split_min
+                    && msg_len >= split_min.max(128)
                     && st.caps[b].contains(Caps::PUT)
                     && st.rget_out[peer as usize] == 0
                 {
@@ -1555,7 +1565,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             }
             Err(e) => {
                 st.free_tok(tok);
-                st.fail_btl(send_req, &e);
+                st.put_failed(send_req, recv_req, &e);
             }
         }
     }
@@ -1985,6 +1995,27 @@ impl State {
         self.complete(r);
     }
 
+    /// A put of ours failed: fail the send, and tell the receiver, which
+    /// would otherwise wait for those bytes forever.
+    fn put_failed(&mut self, send_req: ReqRef, recv_req: ReqRef, e: &BtlError) {
+        if let Some(Req {
+            kind: Kind::Send(s),
+            ..
+        }) = self.reqs.get(send_req)
+        {
+            let peer = s.peer;
+            self.actions.push_back(Action::Ctl {
+                peer,
+                hdr: Hdr::Fin {
+                    req: recv_req,
+                    size: 0,
+                    status: 1,
+                },
+            });
+        }
+        self.fail_btl(send_req, e);
+    }
+
     fn fail_btl(&mut self, r: ReqRef, e: &BtlError) {
         if let BtlError::PeerGone(..) = e {
             if let Some(Req {
@@ -2055,6 +2086,7 @@ impl State {
                         && s.sched_off >= s.end_off
                         && s.inflight == 0
                         && s.put_done >= s.put_expect
+                        && (!s.split || s.fin)
                 }
                 _ => true,
             };
@@ -2074,6 +2106,18 @@ impl State {
             return;
         };
         if rr.matched && rr.got >= rr.msg_len {
+            if rr.split > 0 {
+                // Both parts are in: the sender may finish.
+                let (peer, send_req, msg_len) = (rr.peer, rr.send_req, rr.msg_len);
+                self.actions.push_back(Action::Ctl {
+                    peer,
+                    hdr: Hdr::Fin {
+                        req: send_req,
+                        size: msg_len as u64,
+                        status: 0,
+                    },
+                });
+            }
             let cap = rr.buf.len();
             status.bytes = rr.msg_len.min(cap);
             if rr.msg_len > cap {
@@ -2422,6 +2466,7 @@ impl State {
             seq: 0,
             rkey: None,
             rget_open: false,
+            split: false,
         };
         let ir = self.reqs.alloc(Req {
             done: false,
@@ -2511,6 +2556,11 @@ impl BtlSink for Sink<'_> {
                 if s.proto == Proto::Rget {
                     // The receiver declined the get: pipeline instead.
                     s.proto = Proto::Rndv;
+                    if s.rget_open {
+                        s.rget_open = false;
+                        let n = &mut st.rget_out[s.peer as usize];
+                        *n = n.saturating_sub(1);
+                    }
                 }
                 st.actions.push_back(Action::Drive(send_req));
             }
@@ -2558,6 +2608,16 @@ impl BtlSink for Sink<'_> {
                 len,
                 key,
             } => {
+                if let Some(Req {
+                    kind: Kind::Send(s),
+                    done: false,
+                    ..
+                }) = st.reqs.get_mut(send_req)
+                {
+                    if s.proto == Proto::Rget {
+                        s.split = true;
+                    }
+                }
                 st.actions.push_back(Action::Put {
                     send_req,
                     recv_req,
@@ -2584,21 +2644,13 @@ impl BtlSink for Sink<'_> {
                     done: false,
                     ..
                 }) => {
+                    if status != 0 {
+                        st.fail(req, ErrClass::Other, "the sender's RDMA put failed");
+                        return;
+                    }
                     rr.got += size as usize;
                     let peer = rr.peer as usize;
                     st.counters.bytes_received[peer] += size;
-                    if rr.split > 0 && rr.got >= rr.msg_len {
-                        // The sender's put came last: its send is done.
-                        let (send_req, msg_len) = (rr.send_req, rr.msg_len);
-                        st.actions.push_back(Action::Ctl {
-                            peer: peer as u32,
-                            hdr: Hdr::Fin {
-                                req: send_req,
-                                size: msg_len as u64,
-                                status: 0,
-                            },
-                        });
-                    }
                     st.check_recv_done(req);
                 }
                 _ => st.counters.bad_fragments += 1,
@@ -2624,6 +2676,10 @@ impl BtlSink for Sink<'_> {
                 TokKind::Ctl => return,
                 TokKind::Get(_) => {
                     st.get_failed(tok.req);
+                    return;
+                }
+                TokKind::Put { recv_req, .. } => {
+                    st.put_failed(tok.req, recv_req, e);
                     return;
                 }
                 _ => {
@@ -2668,7 +2724,9 @@ impl BtlSink for Sink<'_> {
                 rr.got += bytes;
                 let (peer, send_req, msg_len) = (rr.peer, rr.send_req, rr.msg_len);
                 st.counters.bytes_received[peer as usize] += bytes as u64;
-                if rr.got >= msg_len {
+                // A split transfer's FIN goes from check_recv_done, once,
+                // whichever part lands last.
+                if rr.split == 0 && rr.got >= msg_len {
                     st.actions.push_back(Action::Ctl {
                         peer,
                         hdr: Hdr::Fin {

@@ -20,6 +20,8 @@ struct Masked<B: Btl> {
     inner: B,
     keep: Caps,
     extra: Caps,
+    /// PUT and/or GET here fail (an I/O error from the call).
+    fail: Caps,
 }
 
 impl<B: Btl> Btl for Masked<B> {
@@ -85,6 +87,9 @@ impl<B: Btl> Btl for Masked<B> {
         token: Token,
     ) -> Result<(), BtlError> {
         assert!(self.caps().contains(Caps::PUT), "PUT on a BTL without PUT");
+        if self.fail.contains(Caps::PUT) {
+            return Err(BtlError::Io("injected put failure".into()));
+        }
         self.inner.put(ep, local, remote, remote_offset, token)
     }
     fn get(
@@ -96,6 +101,9 @@ impl<B: Btl> Btl for Masked<B> {
         token: Token,
     ) -> Result<(), BtlError> {
         assert!(self.caps().contains(Caps::GET), "GET on a BTL without GET");
+        if self.fail.contains(Caps::GET) {
+            return Err(BtlError::Io("injected get failure".into()));
+        }
         self.inner.get(ep, local, remote, remote_offset, token)
     }
     fn progress(&mut self, sink: &mut dyn BtlSink) -> usize {
@@ -118,6 +126,17 @@ fn world_with(n: u32, sim: SimConfig, keep: Caps, pml: PmlConfig) -> World {
 }
 
 fn world_ext(n: u32, sim: SimConfig, keep: Caps, extra: Caps, pml: PmlConfig) -> World {
+    world_failing(n, sim, keep, extra, Caps::NONE, pml)
+}
+
+fn world_failing(
+    n: u32,
+    sim: SimConfig,
+    keep: Caps,
+    extra: Caps,
+    fail: Caps,
+    pml: PmlConfig,
+) -> World {
     let net = SimNet::new(sim);
     let mut cards = Vec::new();
     let mut mods = Vec::new();
@@ -140,6 +159,7 @@ fn world_ext(n: u32, sim: SimConfig, keep: Caps, extra: Caps, pml: PmlConfig) ->
                 inner: m,
                 keep,
                 extra,
+                fail,
             }),
         ];
         let mut o = Ob1::new(pml.clone(), r as u32, btls, &peers).unwrap();
@@ -373,6 +393,59 @@ fn a_persistent_receive_forgets_the_last_split() {
     assert_eq!(back_dst.0, back.0);
     assert_eq!(w.ranks[1].counters().rdma_split, 1, "round 2 was not split");
     w.ranks[1].request_free(r).unwrap();
+}
+
+#[test]
+fn a_split_whose_get_fails_still_ends_with_all_data() {
+    // The receiver asked for the put of the second half, then its get of
+    // the first half fails: the first half comes by the pipeline, and the
+    // send ends only once the receiver has everything.
+    let mut w = world_failing(
+        2,
+        SimConfig::default(),
+        all_caps(),
+        Caps::NONE,
+        Caps::GET,
+        PmlConfig::default(),
+    );
+    for mode in [SendMode::Standard, SendMode::Synchronous] {
+        let (s, r) = transfer(&mut w, (1 << 20) + 12, mode);
+        assert_eq!((s.error, r.error), (None, None));
+    }
+    let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
+    assert_eq!(
+        (r.rdma_split, r.receiver_fallback, s.puts),
+        (2, 2, 2),
+        "{s:?} {r:?}"
+    );
+    assert!(s.frags > 0, "{s:?}");
+}
+
+#[test]
+fn a_failed_put_fails_the_receive_too() {
+    // Split transfer, and the sender's put fails: both requests end with
+    // an error (the receiver is told), neither hangs.
+    let mut w = world_failing(
+        2,
+        SimConfig::default(),
+        all_caps(),
+        Caps::NONE,
+        Caps::PUT,
+        PmlConfig::default(),
+    );
+    let len = 1 << 20;
+    let mut src = Mem::pattern(len, 7);
+    let mut dst = Mem::zeros(len);
+    let s = w.ranks[0]
+        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap();
+    let rs = w.wait(1, r);
+    let ss = w.wait(0, s);
+    assert!(rs.error.is_some(), "{rs:?}");
+    assert!(ss.error.is_some(), "{ss:?}");
 }
 
 #[test]
