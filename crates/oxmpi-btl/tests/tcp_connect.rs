@@ -264,3 +264,76 @@ fn tcp_del_peer_fails_queued_sends() {
     assert!(matches!(a.alloc(ab, 1), Err(BtlError::Invalid(_))));
     assert!(!a.has_work());
 }
+
+/// With two links each process has two modules, and a put sent from one
+/// module arrives on the peer's paired module, not necessarily the one
+/// that registered the memory: registrations are shared by a process's
+/// modules, so the data lands anyway.
+#[test]
+fn tcp_put_lands_on_any_module_of_the_target() {
+    let mut ca = lo_config(0);
+    ca.links = 2;
+    let mut cb = lo_config(1);
+    cb.links = 2;
+    let mut a = oxmpi_btl::tcp::TcpBtl::open_all(&ca).expect("open a");
+    let mut b = oxmpi_btl::tcp::TcpBtl::open_all(&cb).expect("open b");
+    assert_eq!((a.len(), b.len()), (2, 2));
+    let (card_a, card_b) = (a[0].business_card(), b[0].business_card());
+    let eps_a: Vec<_> = a.iter_mut().map(|m| add(m, 1, &card_b)).collect();
+    let _eps_b: Vec<_> = b.iter_mut().map(|m| add(m, 0, &card_a)).collect();
+    let len = 3 << 20;
+    let target = vec![0u8; len + 8];
+    let src: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    // SAFETY: both buffers outlive every operation below; target is only
+    // written by the BTL while registered, and read after the acknowledgements.
+    let (tr, sr) = unsafe {
+        (
+            oxmpi_btl::mem::MemRegion::from_slice(&target),
+            oxmpi_btl::mem::MemRegion::from_slice(&src),
+        )
+    };
+    // Rank 1 registers on its first module; rank 0 puts half through each
+    // of its modules.
+    let reg = b[0]
+        .register_mem(tr, oxmpi_btl::btl::Access::REMOTE_WRITE)
+        .unwrap();
+    let half = len / 2;
+    let parts = [(0usize, half), (half, len - half)];
+    let mut recs: Vec<Rec> = (0..4).map(|_| Rec::default()).collect();
+    for (k, &(off, n)) in parts.iter().enumerate() {
+        let part = sr.slice(off, n).unwrap();
+        loop {
+            match a[k].put(eps_a[k], part, &reg.key, 8 + off, Token(k as u64)) {
+                Ok(()) => break,
+                Err(BtlError::NoResource) => {
+                    a[k].progress(&mut recs[k]);
+                }
+                Err(e) => panic!("put through module {k}: {e}"),
+            }
+        }
+    }
+    let start = std::time::Instant::now();
+    while recs[0].completions.is_empty() || recs[1].completions.is_empty() {
+        for (k, m) in a.iter_mut().enumerate() {
+            m.progress(&mut recs[k]);
+        }
+        for (k, m) in b.iter_mut().enumerate() {
+            m.progress(&mut recs[2 + k]);
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "puts not acknowledged"
+        );
+    }
+    for k in 0..2 {
+        assert_eq!(recs[k].completions.len(), 1);
+        assert!(
+            recs[k].completions[0].1.is_ok(),
+            "{:?}",
+            recs[k].completions
+        );
+    }
+    assert_eq!(&target[8..], &src[..]);
+    assert!(target[..8].iter().all(|&x| x == 0));
+    b[0].deregister_mem(reg.id);
+}

@@ -67,9 +67,13 @@
 //!
 //! # Capabilities
 //!
-//! `SEND | SENDI | ORDERED`: TCP has no RDMA, so `put`/`get` are
-//! [`BtlError::Unsupported`] and the layer above uses its send/receive
-//! pipeline; `prepare_src` copies.
+//! `SEND | SENDI | SEND_INPLACE | PUT | ORDERED`. `prepare_src` references
+//! the user's data in place (written with `writev`). PUT is emulated: the
+//! data follows a put header in a frame and the target receives it straight
+//! into its registered memory, then acknowledges; the put completes on the
+//! acknowledgement. Registrations are shared by the process's tcp modules,
+//! since a put arrives on whichever module the sender's is paired with.
+//! `get` is [`BtlError::Unsupported`].
 
 pub mod iface;
 pub mod wire;
@@ -504,8 +508,10 @@ struct Landing {
     /// Where the data goes; `None`: refused (bad key or range), the data
     /// is read and dropped.
     target: Option<MemRegion>,
-    /// The registration written to (a deregistration drops the target).
+    /// The registration written to, and its nonce: checked before every
+    /// read, so a deregistration (by any module) drops the rest.
     reg: u32,
+    nonce: u64,
     got: usize,
     total: usize,
     seq: u32,
@@ -517,6 +523,23 @@ struct Reg {
     region: MemRegion,
     nonce: u64,
     writable: bool,
+}
+
+/// The registrations of every tcp module of this process: a peer's put
+/// arrives on whichever of our modules its module is paired with, which
+/// need not be the one that registered (several interfaces or links).
+#[derive(Debug, Default)]
+struct RegTable {
+    regs: Vec<Option<Reg>>,
+    free: Vec<u32>,
+}
+
+type SharedRegs = std::sync::Arc<std::sync::Mutex<RegTable>>;
+
+fn lock(t: &SharedRegs) -> std::sync::MutexGuard<'_, RegTable> {
+    // A panic elsewhere cannot leave the table half-updated (every update
+    // is one assignment), so a poisoned lock is still usable.
+    t.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What reading a connection hands back besides fragments.
@@ -650,9 +673,8 @@ pub struct TcpBtl {
     /// Peers in `Waiting`.
     waiting: usize,
     books: Books,
-    /// Our registrations (index = id), for puts from peers.
-    regs: Vec<Option<Reg>>,
-    free_regs: Vec<u32>,
+    /// Our registrations (index = id), shared by this process's modules.
+    regs: SharedRegs,
     /// Acknowledgements and landings of the connection being read.
     read_out: ReadOut,
 }
@@ -700,6 +722,7 @@ impl TcpBtl {
                 cfg.links
             )));
         }
+        let regs = SharedRegs::default();
         let mut listeners = Vec::with_capacity(n);
         let mut entries = Vec::with_capacity(n);
         for (k, ifc) in interfaces.iter().enumerate() {
@@ -768,8 +791,7 @@ impl TcpBtl {
                     queued_frags: 0,
                     puts_out: 0,
                 },
-                regs: Vec::new(),
-                free_regs: Vec::new(),
+                regs: regs.clone(),
                 read_out: ReadOut::default(),
             });
         }
@@ -1239,6 +1261,7 @@ impl TcpBtl {
             return 0;
         }
         let mut delivered = 0;
+        let table = lock(&self.regs);
         let end = read_frames(
             c,
             ep,
@@ -1246,9 +1269,10 @@ impl TcpBtl {
             sink,
             &mut self.books.stats,
             &mut delivered,
-            &self.regs,
+            &table.regs,
             &mut self.read_out,
         );
+        drop(table);
         match end {
             ReadEnd::Drained => {}
             ReadEnd::Budget => {
@@ -1271,25 +1295,10 @@ impl TcpBtl {
     /// `ep` acknowledged. Returns how many events that was.
     fn settle_puts(&mut self, ep: Endpoint) -> usize {
         let mut n = 0;
-        let mut acks = std::mem::take(&mut self.read_out.acks_out);
-        for &(seq, status) in &acks {
-            let hdr = wire::frame_header_kind(PUT_ACK_LEN, 0, wire::KIND_PUT_ACK);
-            let mut buf = self.books.pool.get(PUT_ACK_LEN);
-            buf.extend_from_slice(&wire::put_ack(seq, status));
-            let f = OutFrag {
-                hdr,
-                buf,
-                inplace: None,
-                sent: 0,
-                token: None,
-            };
-            // Control traffic: never refused for a full queue.
-            self.enqueue(ep, f);
-            n += 1;
-        }
-        acks.clear();
-        self.read_out.acks_out = acks;
+        // Acknowledgements first: our puts they settle are done even if
+        // the connection breaks while we answer the peer's.
         let mut got = std::mem::take(&mut self.read_out.acks_in);
+        let mut broken = None;
         for &(seq, status) in &got {
             let p = &mut self.peers[ep.0 as usize];
             match p.puts.front() {
@@ -1309,19 +1318,40 @@ impl TcpBtl {
                     n += 1;
                 }
                 _ => {
-                    let r = p.rank;
-                    got.clear();
-                    self.read_out.acks_in = got;
-                    self.lose_peer(
-                        ep,
-                        format!("connection to rank {r}: acknowledgement of an unknown put {seq}"),
-                    );
-                    return n;
+                    broken = Some(format!(
+                        "connection to rank {}: acknowledgement of an unknown put {seq}",
+                        p.rank
+                    ));
+                    break;
                 }
             }
         }
         got.clear();
         self.read_out.acks_in = got;
+        let mut acks = std::mem::take(&mut self.read_out.acks_out);
+        if let Some(why) = broken {
+            acks.clear();
+            self.read_out.acks_out = acks;
+            self.lose_peer(ep, why);
+            return n;
+        }
+        for &(seq, status) in &acks {
+            let hdr = wire::frame_header_kind(PUT_ACK_LEN, 0, wire::KIND_PUT_ACK);
+            let mut buf = self.books.pool.get(PUT_ACK_LEN);
+            buf.extend_from_slice(&wire::put_ack(seq, status));
+            let f = OutFrag {
+                hdr,
+                buf,
+                inplace: None,
+                sent: 0,
+                token: None,
+            };
+            // Control traffic: never refused for a full queue (and dropped
+            // if the peer was lost meanwhile).
+            self.enqueue(ep, f);
+        }
+        acks.clear();
+        self.read_out.acks_out = acks;
         n
     }
 
@@ -1388,8 +1418,23 @@ impl TcpBtl {
     }
 
     /// Queues `f` for `ep`, opening the connection if it is not there yet.
+    /// A frame for a lost or deleted peer is dropped (its token, if any,
+    /// completes with the loss): nothing would ever write or drain it.
     fn enqueue(&mut self, ep: Endpoint, f: OutFrag) {
         let p = &mut self.peers[ep.0 as usize];
+        if let PeerState::Gone(_) | PeerState::Removed = p.state {
+            let why = match &p.state {
+                PeerState::Gone(w) => w.clone(),
+                _ => "endpoint deleted".into(),
+            };
+            if let Some(t) = f.token {
+                self.books
+                    .completions
+                    .push_back((t, Err(BtlError::PeerGone(ep, why))));
+            }
+            self.books.pool.put(f.buf);
+            return;
+        }
         p.queued += f.cost();
         p.queue.push_back(f);
         self.books.queued_frags += 1;
@@ -1620,6 +1665,14 @@ fn read_frames(
     let mut budget = READ_BUDGET;
     loop {
         if let Some(l) = c.landing.as_mut() {
+            let live = regs
+                .get(l.reg as usize)
+                .copied()
+                .flatten()
+                .is_some_and(|r| r.nonce == l.nonce);
+            if !live {
+                l.target = None;
+            }
             let want = l.total - l.got;
             let r = match l.target.and_then(|t| t.slice(l.got, want)) {
                 Some(t) => t.with_bytes_mut(|b| rnet::recv(&c.fd, b, RecvFlags::empty())),
@@ -1722,6 +1775,7 @@ fn read_frames(
                         c.landing = Some(Landing {
                             target,
                             reg: h.id,
+                            nonce: h.nonce,
                             got: have,
                             total,
                             seq: h.seq,
@@ -2089,12 +2143,13 @@ impl Btl for TcpBtl {
         region: MemRegion,
         access: Access,
     ) -> Result<Registration, BtlError> {
-        let id = match self.free_regs.pop() {
+        let mut t = lock(&self.regs);
+        let id = match t.free.pop() {
             Some(i) => i,
             None => {
-                let i = u32::try_from(self.regs.len())
+                let i = u32::try_from(t.regs.len())
                     .map_err(|_| BtlError::Invalid("tcp: too many registrations".into()))?;
-                self.regs.push(None);
+                t.regs.push(None);
                 i
             }
         };
@@ -2107,11 +2162,12 @@ impl Btl for TcpBtl {
             h.write_usize(region.addr());
             h.finish()
         };
-        self.regs[id as usize] = Some(Reg {
+        t.regs[id as usize] = Some(Reg {
             region,
             nonce,
             writable: access.contains(Access::REMOTE_WRITE),
         });
+        drop(t);
         let key = RemoteKey::new(&wire::encode_key(id, nonce, region.len() as u64))
             .ok_or_else(|| BtlError::Invalid("tcp: key too long".into()))?;
         Ok(Registration {
@@ -2123,15 +2179,12 @@ impl Btl for TcpBtl {
 
     fn deregister_mem(&mut self, id: RegId) {
         let Ok(i) = u32::try_from(id.0) else { return };
-        if self.regs.get(i as usize).is_some_and(Option::is_some) {
-            self.regs[i as usize] = None;
-            self.free_regs.push(i);
-            // A put still landing there is read and dropped from now on.
-            for c in self.conns.iter_mut().flatten() {
-                if let Some(l) = c.landing.as_mut().filter(|l| l.reg == i) {
-                    l.target = None;
-                }
-            }
+        let mut t = lock(&self.regs);
+        if t.regs.get(i as usize).is_some_and(Option::is_some) {
+            t.regs[i as usize] = None;
+            t.free.push(i);
+            // A put still landing there (on any module) sees the entry gone
+            // before its next read, and drops the rest.
         }
     }
 

@@ -46,12 +46,17 @@
 //! # Fragment frame
 //!
 //! ```text
-//!  0  4  payload length (u32), at most the receiver's largest fragment
+//!  0  4  payload length (u32); for data and PUT_ACK at most the
+//!         receiver's largest fragment
 //!  4  1  active-message tag
-//!  5  1  kind (0 = data; nothing else is defined)
+//!  5  1  kind: 0 = data, 1 = PUT, 2 = PUT_ACK
 //!  6  2  reserved, 0
 //!  8  .. payload
 //! ```
+//!
+//! A PUT payload is a 24-byte put header (registration id u32, nonce u64,
+//! offset u64, sequence u32) and the data; a PUT_ACK payload is the
+//! sequence (u32) and a status (u32, 0 = done).
 
 use std::net::Ipv4Addr;
 
