@@ -325,13 +325,9 @@ fn tcp_put_lands_on_any_module_of_the_target() {
             "puts not acknowledged"
         );
     }
-    for k in 0..2 {
-        assert_eq!(recs[k].completions.len(), 1);
-        assert!(
-            recs[k].completions[0].1.is_ok(),
-            "{:?}",
-            recs[k].completions
-        );
+    for rec in &recs[..2] {
+        assert_eq!(rec.completions.len(), 1);
+        assert!(rec.completions[0].1.is_ok(), "{:?}", rec.completions);
     }
     assert_eq!(&target[8..], &src[..]);
     assert!(target[..8].iter().all(|&x| x == 0));
