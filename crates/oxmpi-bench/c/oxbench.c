@@ -230,6 +230,17 @@ static MPI_Datatype make_vector(size_t size) {
     return t;
 }
 
+/* The datatype and count of one message of `size` payload bytes: bytes,
+ * or one element of the vector type (free it with MPI_Type_free). */
+static void message_type(size_t size, int vec, MPI_Datatype *type, int *count) {
+    *type = MPI_BYTE;
+    *count = (int)size;
+    if (vec) {
+        *type = make_vector(size);
+        *count = 1;
+    }
+}
+
 /* Offset of the last payload byte of one vector message of `size` payload
  * bytes laid out with stride 2 doubles: the last double starts at
  * (size/8 - 1) * 16. */
@@ -258,12 +269,9 @@ static void run_latency(const struct options *o) {
 
     for (int i = 0; i < o->nsizes; i++) {
         size_t size = o->sizes[i];
-        MPI_Datatype type = MPI_BYTE;
-        int count = (int)size;
-        if (vec) {
-            type = make_vector(size);
-            count = 1;
-        }
+        MPI_Datatype type;
+        int count;
+        message_type(size, vec, &type, &count);
         int64_t dflt, warm;
         lat_params(size, o->quick, &dflt, &warm);
 
@@ -302,12 +310,9 @@ static void run_bw(const struct options *o) {
     for (int i = 0; i < o->nsizes; i++) {
         size_t size = o->sizes[i];
         size_t slot = size * (vec ? 2 : 1);
-        MPI_Datatype type = MPI_BYTE;
-        int count = (int)size;
-        if (vec) {
-            type = make_vector(size);
-            count = 1;
-        }
+        MPI_Datatype type;
+        int count;
+        message_type(size, vec, &type, &count);
         int64_t dflt, warm;
         bw_params(size, o->quick, &dflt, &warm);
 
