@@ -1716,6 +1716,7 @@ fn read_frames(
             // below), but an empty read would look like EOF.
             c.rbuf.resize(c.rbuf.len() * 2 + FRAME_HDR_LEN, 0);
         }
+        let asked = c.rbuf.len() - c.rend;
         let r = rnet::recv(&c.fd, &mut c.rbuf[c.rend..], RecvFlags::empty());
         let n = match recv_outcome(r, &mut c.readable) {
             Recv::Bytes(n) => n,
@@ -1801,6 +1802,13 @@ fn read_frames(
         if c.rstart == c.rend {
             c.rstart = 0;
             c.rend = 0;
+        }
+        if n < asked && c.landing.is_none() {
+            // A short read emptied the socket: skip the read that would only
+            // say EAGAIN (a system call per message). Data arriving later
+            // raises a new readiness event (epoll reports every arrival).
+            c.readable = false;
+            return ReadEnd::Drained;
         }
         budget = budget.saturating_sub(n);
         if budget == 0 {
