@@ -1272,34 +1272,16 @@ entry! {
     fn MPI_Type_indexed_c / PMPI_Type_indexed_c(
         n: i64, blocklengths: *const i64, displacements: *const i64, oldtype: usize, newtype: *mut usize,
     ) comm = None; {
-        let c = lcount(n)?;
-        // SAFETY: the caller's arrays of `n` entries.
-        let (bl, dp) = unsafe {
-            (array(blocklengths, c, "array_of_blocklengths")?, array(displacements, c, "array_of_displacements")?)
-        };
-        let contents = Contents::new(COMBINER_INDEXED)
-            .counts([n]).counts(bl.iter().copied()).counts(dp.iter().copied()).types([oldtype]);
-        let bl = bl.iter().map(|&b| laddr(b)).collect::<Result<Vec<_>, _>>()?;
-        let dp = dp.iter().map(|&d| laddr(d)).collect::<Result<Vec<_>, _>>()?;
-        // SAFETY: the caller's out-parameter.
-        unsafe { create(newtype, contents, || Ok(Datatype::indexed(&bl, &dp, any_type(oldtype)?.as_raw())?)) }
+        // SAFETY: the caller's arrays of `n` entries and out-parameter.
+        unsafe { indexed_c(COMBINER_INDEXED, n, blocklengths, displacements, oldtype, newtype, Datatype::indexed) }
     }
 
     /// `MPI_Type_create_hindexed_c`.
     fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(
         n: i64, blocklengths: *const i64, displacements: *const i64, oldtype: usize, newtype: *mut usize,
     ) comm = None; {
-        let c = lcount(n)?;
-        // SAFETY: the caller's arrays of `n` entries.
-        let (bl, dp) = unsafe {
-            (array(blocklengths, c, "array_of_blocklengths")?, array(displacements, c, "array_of_displacements")?)
-        };
-        let contents = Contents::new(COMBINER_HINDEXED)
-            .counts([n]).counts(bl.iter().copied()).counts(dp.iter().copied()).types([oldtype]);
-        let bl = bl.iter().map(|&b| laddr(b)).collect::<Result<Vec<_>, _>>()?;
-        let dp = dp.iter().map(|&d| laddr(d)).collect::<Result<Vec<_>, _>>()?;
-        // SAFETY: the caller's out-parameter.
-        unsafe { create(newtype, contents, || Ok(Datatype::hindexed(&bl, &dp, any_type(oldtype)?.as_raw())?)) }
+        // SAFETY: the caller's arrays of `n` entries and out-parameter.
+        unsafe { indexed_c(COMBINER_HINDEXED, n, blocklengths, displacements, oldtype, newtype, Datatype::hindexed) }
     }
 
     /// `MPI_Type_create_struct_c`.
@@ -1457,30 +1439,107 @@ entry! {
     fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(
         n: i64, blocklength: i64, displacements: *const i64, oldtype: usize, newtype: *mut usize,
     ) comm = None; {
-        let c = lcount(n)?;
-        // SAFETY: the caller's array of `n` entries.
-        let dp = unsafe { array(displacements, c, "array_of_displacements") }?;
-        let contents = Contents::new(COMBINER_INDEXED_BLOCK)
-            .counts([n, blocklength]).counts(dp.iter().copied()).types([oldtype]);
-        let bl = laddr(blocklength)?;
-        let dp = dp.iter().map(|&d| laddr(d)).collect::<Result<Vec<_>, _>>()?;
-        // SAFETY: the caller's out-parameter.
-        unsafe { create(newtype, contents, || Ok(Datatype::indexed_block(bl, &dp, any_type(oldtype)?.as_raw())?)) }
+        // SAFETY: the caller's array of `n` entries and out-parameter.
+        unsafe {
+            indexed_block_c(COMBINER_INDEXED_BLOCK, n, blocklength, displacements, oldtype, newtype, Datatype::indexed_block)
+        }
     }
 
     /// `MPI_Type_create_hindexed_block_c`.
     fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(
         n: i64, blocklength: i64, displacements: *const i64, oldtype: usize, newtype: *mut usize,
     ) comm = None; {
-        let c = lcount(n)?;
-        // SAFETY: the caller's array of `n` entries.
-        let dp = unsafe { array(displacements, c, "array_of_displacements") }?;
-        let contents = Contents::new(COMBINER_HINDEXED_BLOCK)
-            .counts([n, blocklength]).counts(dp.iter().copied()).types([oldtype]);
-        let bl = laddr(blocklength)?;
-        let dp = dp.iter().map(|&d| laddr(d)).collect::<Result<Vec<_>, _>>()?;
-        // SAFETY: the caller's out-parameter.
-        unsafe { create(newtype, contents, || Ok(Datatype::hindexed_block(bl, &dp, any_type(oldtype)?.as_raw())?)) }
+        // SAFETY: the caller's array of `n` entries and out-parameter.
+        unsafe {
+            indexed_block_c(COMBINER_HINDEXED_BLOCK, n, blocklength, displacements, oldtype, newtype, Datatype::hindexed_block)
+        }
+    }
+}
+
+/// Datatype constructors from per-block lengths and displacements
+/// (`Datatype::indexed`, `hindexed`).
+type IndexedFn = fn(&[isize], &[isize], &Datatype) -> oxmpi_datatype::Result<Datatype>;
+/// Datatype constructors from one block length and displacements
+/// (`Datatype::indexed_block`, `hindexed_block`).
+type IndexedBlockFn = fn(isize, &[isize], &Datatype) -> oxmpi_datatype::Result<Datatype>;
+
+/// The large-count indexed constructors (`MPI_Type_indexed_c`,
+/// `MPI_Type_create_hindexed_c`): every argument is a count, so they differ
+/// only in the combiner and in how `build` reads the displacements.
+///
+/// # Safety
+/// `blocklengths` and `displacements` hold `n` entries; `newtype` is the
+/// caller's out-parameter.
+unsafe fn indexed_c(
+    combiner: c_int,
+    n: i64,
+    blocklengths: *const i64,
+    displacements: *const i64,
+    oldtype: usize,
+    newtype: *mut usize,
+    build: IndexedFn,
+) -> Result<(), Error> {
+    let c = lcount(n)?;
+    // SAFETY: the caller's arrays of `n` entries.
+    let (bl, dp) = unsafe {
+        (
+            array(blocklengths, c, "array_of_blocklengths")?,
+            array(displacements, c, "array_of_displacements")?,
+        )
+    };
+    let contents = Contents::new(combiner)
+        .counts([n])
+        .counts(bl.iter().copied())
+        .counts(dp.iter().copied())
+        .types([oldtype]);
+    let bl = bl
+        .iter()
+        .map(|&b| laddr(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let dp = dp
+        .iter()
+        .map(|&d| laddr(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    // SAFETY: the caller's out-parameter.
+    unsafe {
+        create(newtype, contents, || {
+            Ok(build(&bl, &dp, any_type(oldtype)?.as_raw())?)
+        })
+    }
+}
+
+/// The large-count equal-block constructors (`MPI_Type_create_indexed_block_c`,
+/// `MPI_Type_create_hindexed_block_c`), as [`indexed_c`].
+///
+/// # Safety
+/// `displacements` holds `n` entries; `newtype` is the caller's
+/// out-parameter.
+unsafe fn indexed_block_c(
+    combiner: c_int,
+    n: i64,
+    blocklength: i64,
+    displacements: *const i64,
+    oldtype: usize,
+    newtype: *mut usize,
+    build: IndexedBlockFn,
+) -> Result<(), Error> {
+    let c = lcount(n)?;
+    // SAFETY: the caller's array of `n` entries.
+    let dp = unsafe { array(displacements, c, "array_of_displacements") }?;
+    let contents = Contents::new(combiner)
+        .counts([n, blocklength])
+        .counts(dp.iter().copied())
+        .types([oldtype]);
+    let bl = laddr(blocklength)?;
+    let dp = dp
+        .iter()
+        .map(|&d| laddr(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    // SAFETY: the caller's out-parameter.
+    unsafe {
+        create(newtype, contents, || {
+            Ok(build(bl, &dp, any_type(oldtype)?.as_raw())?)
+        })
     }
 }
 

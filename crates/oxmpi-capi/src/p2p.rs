@@ -104,12 +104,12 @@ fn status_error(s: &Status) -> Option<Error> {
     })
 }
 
-/// `buf, count, datatype` as a raw buffer.
+/// `buf, count, datatype` as a raw buffer. Callers have checked that MPI
+/// is initialized (the contiguous fast path does not look again).
 ///
 /// # Safety
 /// The memory must stay valid as the MPI standard requires for the call.
 unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuffer, Error> {
-    let s = state()?;
     let n = count64(n.into())?;
     if let Some(size) = crate::types::contiguous_size(dt) {
         // The small-message path: a predefined contiguous type is bytes,
@@ -129,7 +129,7 @@ unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuf
         // SAFETY: zero bytes are reached.
         return unsafe { RawBuffer::new(buf.cast(), 0, &oxmpi::UserDatatype::of::<u8>()) };
     }
-    let dt = s.datatype(dt)?;
+    let dt = state()?.datatype(dt)?;
     // SAFETY: forwarded from the caller.
     unsafe { RawBuffer::new(buf.cast(), n, &dt) }
 }
@@ -137,15 +137,6 @@ unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuf
 /// A large count (`MPI_Count`), checked non-negative.
 pub fn count64(n: i64) -> Result<usize, Error> {
     usize::try_from(n).map_err(|_| Error::new(ErrorClass::Count, format!("count {n} is negative")))
-}
-
-fn mode_of(m: u8) -> SendMode {
-    match m {
-        1 => SendMode::Buffered,
-        2 => SendMode::Synchronous,
-        3 => SendMode::Ready,
-        _ => SendMode::Standard,
-    }
 }
 
 /// Starts a send; the request owns the buffer description.
@@ -561,12 +552,12 @@ fn send(
     dest: c_int,
     tag: c_int,
     comm: usize,
-    mode: u8,
+    mode: SendMode,
 ) -> Result<(), Error> {
     let c = state()?.comm(comm)?;
     // SAFETY: the caller's buffer, valid for the call.
     let b = unsafe { raw(buf, n, dt) }?;
-    let st = b.send_status(&c.comm.process_at_rank(dest), tag, mode_of(mode))?;
+    let st = b.send_status(&c.comm.process_at_rank(dest), tag, mode)?;
     status_error(&st).map_or(Ok(()), Err)
 }
 
@@ -575,13 +566,13 @@ fn isend(
     dest: c_int,
     tag: c_int,
     comm: usize,
-    mode: u8,
+    mode: SendMode,
     req: *mut usize,
 ) -> Result<(), Error> {
     let c = state()?.comm(comm)?;
     // SAFETY: the caller keeps the buffer valid until the request completes.
     let b = unsafe { raw(buf, n, dt) }?;
-    let r = start_send(&c, b, dest, tag, mode_of(mode))?;
+    let r = start_send(&c, b, dest, tag, mode)?;
     let h = store(ReqObj::Op(r, comm))?;
     // SAFETY: the caller's out-parameter.
     unsafe { put(req, h, "request") }
@@ -592,13 +583,13 @@ fn send_init(
     dest: c_int,
     tag: c_int,
     comm: usize,
-    mode: u8,
+    mode: SendMode,
     req: *mut usize,
 ) -> Result<(), Error> {
     let c = state()?.comm(comm)?;
     // SAFETY: the caller keeps the buffer valid until the request is freed.
     let b = unsafe { raw(buf, n, dt) }?;
-    let p = b.send_init_to(&c.comm.process_at_rank(dest), tag, mode_of(mode))?;
+    let p = b.send_init_to(&c.comm.process_at_rank(dest), tag, mode)?;
     let h = store(ReqObj::Persistent(p, comm))?;
     // SAFETY: the caller's out-parameter.
     unsafe { put(req, h, "request") }
@@ -607,19 +598,19 @@ fn send_init(
 entry! {
     /// `MPI_Send`.
     fn MPI_Send / PMPI_Send(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n.into(), dt, dest, tag, comm, 0)
+        send(buf, n.into(), dt, dest, tag, comm, SendMode::Standard)
     }
     /// `MPI_Bsend`.
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n.into(), dt, dest, tag, comm, 1)
+        send(buf, n.into(), dt, dest, tag, comm, SendMode::Buffered)
     }
     /// `MPI_Ssend`.
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n.into(), dt, dest, tag, comm, 2)
+        send(buf, n.into(), dt, dest, tag, comm, SendMode::Synchronous)
     }
     /// `MPI_Rsend`.
     fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n.into(), dt, dest, tag, comm, 3)
+        send(buf, n.into(), dt, dest, tag, comm, SendMode::Ready)
     }
 
     /// `MPI_Recv`.
@@ -632,19 +623,19 @@ entry! {
 
     /// `MPI_Isend`.
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n.into(), dt), dest, tag, comm, 0, req)
+        isend((buf, n.into(), dt), dest, tag, comm, SendMode::Standard, req)
     }
     /// `MPI_Ibsend`.
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n.into(), dt), dest, tag, comm, 1, req)
+        isend((buf, n.into(), dt), dest, tag, comm, SendMode::Buffered, req)
     }
     /// `MPI_Issend`.
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n.into(), dt), dest, tag, comm, 2, req)
+        isend((buf, n.into(), dt), dest, tag, comm, SendMode::Synchronous, req)
     }
     /// `MPI_Irsend`.
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n.into(), dt), dest, tag, comm, 3, req)
+        isend((buf, n.into(), dt), dest, tag, comm, SendMode::Ready, req)
     }
 
     /// `MPI_Irecv`.
@@ -657,19 +648,19 @@ entry! {
 
     /// `MPI_Send_init`.
     fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n.into(), dt), dest, tag, comm, 0, req)
+        send_init((buf, n.into(), dt), dest, tag, comm, SendMode::Standard, req)
     }
     /// `MPI_Bsend_init`.
     fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n.into(), dt), dest, tag, comm, 1, req)
+        send_init((buf, n.into(), dt), dest, tag, comm, SendMode::Buffered, req)
     }
     /// `MPI_Ssend_init`.
     fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n.into(), dt), dest, tag, comm, 2, req)
+        send_init((buf, n.into(), dt), dest, tag, comm, SendMode::Synchronous, req)
     }
     /// `MPI_Rsend_init`.
     fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n.into(), dt), dest, tag, comm, 3, req)
+        send_init((buf, n.into(), dt), dest, tag, comm, SendMode::Ready, req)
     }
 
     /// `MPI_Recv_init`.
@@ -926,6 +917,7 @@ unsafe fn imrecv(
     dt: usize,
     msg: *mut usize,
 ) -> Result<OwnedRequest<'static, RawBuffer, L>, Error> {
+    state()?;
     // SAFETY: the caller's buffer, valid until the request completes.
     let b = unsafe { raw(buf, n, dt) }?;
     // SAFETY: the caller's message handle.
@@ -1348,51 +1340,51 @@ entry! {
 entry! {
     /// `MPI_Send_c`.
     fn MPI_Send_c / PMPI_Send_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n, dt, dest, tag, comm, 0)
+        send(buf, n, dt, dest, tag, comm, SendMode::Standard)
     }
     /// `MPI_Bsend_c`.
     fn MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n, dt, dest, tag, comm, 1)
+        send(buf, n, dt, dest, tag, comm, SendMode::Buffered)
     }
     /// `MPI_Ssend_c`.
     fn MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n, dt, dest, tag, comm, 2)
+        send(buf, n, dt, dest, tag, comm, SendMode::Synchronous)
     }
     /// `MPI_Rsend_c`.
     fn MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
-        send(buf, n, dt, dest, tag, comm, 3)
+        send(buf, n, dt, dest, tag, comm, SendMode::Ready)
     }
     /// `MPI_Isend_c`.
     fn MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n, dt), dest, tag, comm, 0, req)
+        isend((buf, n, dt), dest, tag, comm, SendMode::Standard, req)
     }
     /// `MPI_Ibsend_c`.
     fn MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n, dt), dest, tag, comm, 1, req)
+        isend((buf, n, dt), dest, tag, comm, SendMode::Buffered, req)
     }
     /// `MPI_Issend_c`.
     fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n, dt), dest, tag, comm, 2, req)
+        isend((buf, n, dt), dest, tag, comm, SendMode::Synchronous, req)
     }
     /// `MPI_Irsend_c`.
     fn MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n, dt), dest, tag, comm, 3, req)
+        isend((buf, n, dt), dest, tag, comm, SendMode::Ready, req)
     }
     /// `MPI_Send_init_c`.
     fn MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n, dt), dest, tag, comm, 0, req)
+        send_init((buf, n, dt), dest, tag, comm, SendMode::Standard, req)
     }
     /// `MPI_Bsend_init_c`.
     fn MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n, dt), dest, tag, comm, 1, req)
+        send_init((buf, n, dt), dest, tag, comm, SendMode::Buffered, req)
     }
     /// `MPI_Ssend_init_c`.
     fn MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n, dt), dest, tag, comm, 2, req)
+        send_init((buf, n, dt), dest, tag, comm, SendMode::Synchronous, req)
     }
     /// `MPI_Rsend_init_c`.
     fn MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, n: i64, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        send_init((buf, n, dt), dest, tag, comm, 3, req)
+        send_init((buf, n, dt), dest, tag, comm, SendMode::Ready, req)
     }
 
     /// `MPI_Recv_c`.

@@ -256,6 +256,9 @@ struct RecvReq {
     /// Split transfer: the receiver gets `[0, split)` while the sender
     /// puts `[split, msg_len)` (0: not split).
     split: usize,
+    /// The sender waits for our FIN (we took the message by GET, whole or
+    /// split): sent once, by `check_recv_done`, when every byte is in.
+    fin_owed: bool,
 }
 
 #[derive(Debug)]
@@ -853,6 +856,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 rkey: None,
                 rflags: RndvFlags(0),
                 split: 0,
+                fin_owed: false,
             }),
         });
         Ok(ReqId(r))
@@ -1365,6 +1369,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         if let (Some(_key), Some(region), true, Some((b, _))) = (key, contig, fits, rdma) {
             if st.caps[b].contains(Caps::GET) {
                 st.counters.rdma_get += 1;
+                rr.fin_owed = true;
                 let split_min = st.cfg.rdma_split_min;
                 // Split only when the sender is not itself busy getting
                 // from us (both directions at once: each core has a copy).
@@ -2106,8 +2111,9 @@ impl State {
             return;
         };
         if rr.matched && rr.got >= rr.msg_len {
-            if rr.split > 0 {
-                // Both parts are in: the sender may finish.
+            if rr.fin_owed {
+                // Every byte is in (whichever part landed last): the sender
+                // may finish.
                 let (peer, send_req, msg_len) = (rr.peer, rr.send_req, rr.msg_len);
                 self.actions.push_back(Action::Ctl {
                     peer,
@@ -2139,6 +2145,7 @@ impl State {
         rr.got = 0;
         rr.msg_len = 0;
         rr.split = 0;
+        rr.fin_owed = false;
         rr.handle = None;
         let (ctx, src, tag) = (rr.ctx, rr.src, rr.tag);
         match self.engine.post_recv(u32::from(ctx), src, tag, r) {
@@ -2360,16 +2367,18 @@ impl State {
         let Some(Req {
             kind: Kind::Recv(rr),
             ..
-        }) = self.reqs.get(r)
+        }) = self.reqs.get_mut(r)
         else {
             return;
         };
         let (peer, send_req) = (rr.peer, rr.send_req);
-        // A split transfer still gets the sender's put of the rest: only
-        // the part we failed to get comes through the pipeline.
+        // A split transfer still gets the sender's put of the rest (and the
+        // sender still waits for our FIN): only the part we failed to get
+        // comes through the pipeline. Unsplit, the pipeline ends the send.
         let (offset, len) = if rr.split > 0 {
             (0, rr.split)
         } else {
+            rr.fin_owed = false;
             (rr.got, rr.msg_len - rr.got)
         };
         self.counters.receiver_fallback += 1;
@@ -2722,20 +2731,7 @@ impl BtlSink for Sink<'_> {
                     return;
                 };
                 rr.got += bytes;
-                let (peer, send_req, msg_len) = (rr.peer, rr.send_req, rr.msg_len);
-                st.counters.bytes_received[peer as usize] += bytes as u64;
-                // A split transfer's FIN goes from check_recv_done, once,
-                // whichever part lands last.
-                if rr.split == 0 && rr.got >= msg_len {
-                    st.actions.push_back(Action::Ctl {
-                        peer,
-                        hdr: Hdr::Fin {
-                            req: send_req,
-                            size: msg_len as u64,
-                            status: 0,
-                        },
-                    });
-                }
+                st.counters.bytes_received[rr.peer as usize] += bytes as u64;
                 st.check_recv_done(tok.req);
             }
             TokKind::Put { recv_req, len } => {

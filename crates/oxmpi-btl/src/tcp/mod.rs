@@ -422,6 +422,23 @@ struct Books {
 }
 
 impl Books {
+    /// Completes everything `p` owes with `err`: its queued fragments and
+    /// its puts awaiting acknowledgement (the peer is lost or deleted).
+    fn fail_all(&mut self, p: &mut Peer, err: &BtlError) {
+        for f in p.queue.drain(..) {
+            self.queued_frags -= 1;
+            if let Some(t) = f.token {
+                self.completions.push_back((t, Err(err.clone())));
+            }
+            self.pool.put(f.buf);
+        }
+        p.queued = 0;
+        for (_, t) in p.puts.drain(..) {
+            self.puts_out -= 1;
+            self.completions.push_back((t, Err(err.clone())));
+        }
+    }
+
     /// A fragment fully written: recycle its buffer, complete its token.
     fn sent(&mut self, f: OutFrag) {
         self.stats.frags_sent += 1;
@@ -869,20 +886,8 @@ impl TcpBtl {
         tracing::debug!(rank = self.rank, peer = p.rank, "tcp: peer lost: {why}");
         p.state = PeerState::Gone(why.clone());
         let err = BtlError::PeerGone(ep, why);
-        let books = &mut self.books;
-        for f in p.queue.drain(..) {
-            books.queued_frags -= 1;
-            if let Some(t) = f.token {
-                books.completions.push_back((t, Err(err.clone())));
-            }
-            books.pool.put(f.buf);
-        }
-        p.queued = 0;
-        for (_, t) in p.puts.drain(..) {
-            books.puts_out -= 1;
-            books.completions.push_back((t, Err(err.clone())));
-        }
-        books.lost.push_back((ep, err));
+        self.books.fail_all(p, &err);
+        self.books.lost.push_back((ep, err));
         if let Some(s) = slot {
             self.close_conn(s);
         }
@@ -1997,18 +2002,7 @@ impl Btl for TcpBtl {
         };
         p.state = PeerState::Removed;
         let err = BtlError::PeerGone(ep, "endpoint deleted".into());
-        for f in p.queue.drain(..) {
-            self.books.queued_frags -= 1;
-            if let Some(t) = f.token {
-                self.books.completions.push_back((t, Err(err.clone())));
-            }
-            self.books.pool.put(f.buf);
-        }
-        p.queued = 0;
-        for (_, t) in p.puts.drain(..) {
-            self.books.puts_out -= 1;
-            self.books.completions.push_back((t, Err(err.clone())));
-        }
+        self.books.fail_all(p, &err);
         let rank = p.rank;
         if self.by_rank.get(&rank) == Some(&ep) {
             self.by_rank.remove(&rank);
