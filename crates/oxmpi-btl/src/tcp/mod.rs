@@ -1266,7 +1266,6 @@ impl TcpBtl {
             return 0;
         }
         let mut delivered = 0;
-        let table = lock(&self.regs);
         let end = read_frames(
             c,
             ep,
@@ -1274,10 +1273,9 @@ impl TcpBtl {
             sink,
             &mut self.books.stats,
             &mut delivered,
-            &table.regs,
+            &self.regs,
             &mut self.read_out,
         );
-        drop(table);
         match end {
             ReadEnd::Drained => {}
             ReadEnd::Budget => {
@@ -1644,8 +1642,8 @@ fn recv_outcome<T>(r: Result<(usize, T), Errno>, readable: &mut bool) -> Recv {
 /// Where a put's data goes: its registration's region at the offset, or
 /// `None` when the key is stale or forged, the registration is not
 /// writable, or the range leaves it.
-fn put_target(regs: &[Option<Reg>], h: &PutHdr, len: usize) -> Option<MemRegion> {
-    let r = regs.get(h.id as usize).copied().flatten()?;
+fn put_target(regs: &SharedRegs, h: &PutHdr, len: usize) -> Option<MemRegion> {
+    let r = lock(regs).regs.get(h.id as usize).copied().flatten()?;
     if r.nonce != h.nonce || !r.writable {
         return None;
     }
@@ -1664,13 +1662,16 @@ fn read_frames(
     sink: &mut dyn BtlSink,
     stats: &mut TcpStats,
     delivered: &mut usize,
-    regs: &[Option<Reg>],
+    regs: &SharedRegs,
     out: &mut ReadOut,
 ) -> ReadEnd {
     let mut budget = READ_BUDGET;
     loop {
         if let Some(l) = c.landing.as_mut() {
-            let live = regs
+            // Only puts look at the registrations: the lock is never taken
+            // for ordinary fragments.
+            let live = lock(regs)
+                .regs
                 .get(l.reg as usize)
                 .copied()
                 .flatten()
