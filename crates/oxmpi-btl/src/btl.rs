@@ -311,6 +311,70 @@ impl RemoteKey {
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
+
+    /// A key of `id` bytes followed by the part `[base, base+len)` it
+    /// covers (little-endian u64s): the layout the `self` and simulated BTLs
+    /// use. `None` when it would not fit.
+    pub fn with_part(id: &[u8], base: u64, len: u64) -> Option<RemoteKey> {
+        let mut b = [0u8; Self::MAX];
+        let n = id.len().checked_add(16).filter(|&n| n <= Self::MAX)?;
+        b[..id.len()].copy_from_slice(id);
+        b[id.len()..id.len() + 8].copy_from_slice(&base.to_le_bytes());
+        b[id.len() + 8..n].copy_from_slice(&len.to_le_bytes());
+        RemoteKey::new(&b[..n])
+    }
+
+    /// Splits a [`RemoteKey::with_part`] key whose id has `id_len` bytes:
+    /// `(id, base, len)`, or `None` when malformed.
+    pub fn part(&self, id_len: usize) -> Option<(&[u8], u64, u64)> {
+        let b = self.as_bytes();
+        if b.len() != id_len.checked_add(16)? {
+            return None;
+        }
+        let u64_at = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        Some((&b[..id_len], u64_at(id_len), u64_at(id_len + 8)))
+    }
+
+    /// The key for `[offset, offset+len)` of a [`RemoteKey::with_part`] key
+    /// (offsets relative to its part); `None` when malformed or outside it.
+    pub fn narrow(&self, id_len: usize, offset: usize, len: usize) -> Option<RemoteKey> {
+        let (id, base, plen) = self.part(id_len)?;
+        let end = (offset as u64).checked_add(len as u64)?;
+        if end > plen {
+            return None;
+        }
+        RemoteKey::with_part(id, base.checked_add(offset as u64)?, len as u64)
+    }
+
+    /// Resolves `[offset, offset+len)` of a [`RemoteKey::with_part`] key
+    /// within the registered `region`: the key's part must lie inside the
+    /// region and the range inside the part.
+    pub fn resolve_part(
+        &self,
+        id_len: usize,
+        region: MemRegion,
+        offset: usize,
+        len: usize,
+    ) -> Result<MemRegion, String> {
+        let (_, base, plen) = self.part(id_len).ok_or("malformed remote key")?;
+        let end = (offset as u64).checked_add(len as u64);
+        if end.map_or(true, |e| e > plen) {
+            return Err(format!(
+                "{len} bytes at offset {offset} do not fit a registration of {plen} bytes"
+            ));
+        }
+        let start = usize::try_from(base)
+            .ok()
+            .and_then(|b| b.checked_add(offset))
+            .ok_or("remote key outside its registration")?;
+        region
+            .slice(start, len)
+            .ok_or_else(|| "remote key outside its registration".into())
+    }
 }
 
 /// A registration of local memory with one BTL.
@@ -465,6 +529,14 @@ pub trait Btl {
     /// Registers memory for RDMA.
     fn register_mem(&mut self, region: MemRegion, access: Access)
         -> Result<Registration, BtlError>;
+
+    /// A key for the part `[offset, offset+len)` of registration `reg`:
+    /// remote offsets used with it count from `offset`, and the BTL refuses
+    /// an access outside the part as it refuses one outside a registration.
+    /// The registration cache hands these out for buffers inside a larger
+    /// cached registration.
+    fn sub_key(&self, reg: &Registration, offset: usize, len: usize)
+        -> Result<RemoteKey, BtlError>;
 
     /// Ends a registration.
     fn deregister_mem(&mut self, id: RegId);

@@ -159,6 +159,7 @@ pub fn run_all<B: Btl>(mut make: impl FnMut() -> Pair<B>) {
     back_pressure(make());
     rdma(make());
     forged_and_stale_keys(make());
+    sub_keys(make());
     peer_gone(make());
 }
 
@@ -529,6 +530,95 @@ pub fn rdma<B: Btl>(mut pair: Pair<B>) {
                 Pair::Two(_, b) | Pair::Clocked(_, b, _) => b.btl.deregister_mem(reg.id),
             }
         }
+    }
+}
+
+/// A key for part of a registration ([`Btl::sub_key`]): offsets count from
+/// the part's start, an access past the part's end is refused even inside
+/// the registration, and a part outside the registration has no key.
+pub fn sub_keys<B: Btl>(mut pair: Pair<B>) {
+    let caps = pair.sender().btl.caps();
+    if !caps.contains(Caps::PUT) {
+        return;
+    }
+    let name = pair.sender().btl.name();
+    let remote = pattern(8192, 3);
+    let local = pattern(1000, 7);
+    let reg_of = |pair: &mut Pair<B>| {
+        let b = match pair {
+            Pair::Loopback(s) => &mut s.btl,
+            Pair::Two(_, b) | Pair::Clocked(_, b, _) => &mut b.btl,
+        };
+        let reg = b
+            .register_mem(region(&remote), Access::REMOTE_WRITE | Access::REMOTE_READ)
+            .unwrap();
+        let part = b
+            .sub_key(&reg, 100, 1000)
+            .unwrap_or_else(|e| panic!("{name}: sub_key inside the registration: {e}"));
+        assert!(
+            b.sub_key(&reg, 8000, 193).is_err(),
+            "{name}: sub_key past the registration's end accepted"
+        );
+        (reg, part)
+    };
+    let (reg, part) = reg_of(&mut pair);
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    let ep = pair.sender().ep;
+    // Issues an operation, retrying while the BTL is out of resources.
+    let retry = |pair: &mut Pair<B>,
+                     tx: &mut Recorder,
+                     rx: &mut Recorder,
+                     op: &mut dyn FnMut(&mut B) -> Result<(), BtlError>| loop {
+        match op(&mut pair.sender().btl) {
+            Err(BtlError::NoResource) => pair.pump(tx, rx),
+            r => return r,
+        }
+    };
+    let ok = retry(&mut pair, &mut tx, &mut rx, &mut |b| {
+        b.put(ep, region(&local[..500]), &part, 500, Token(1))
+    });
+    let past = retry(&mut pair, &mut tx, &mut rx, &mut |b| {
+        b.put(ep, region(&local[..2]), &part, 999, Token(2))
+    });
+    for (t, r, want_ok) in [(Token(1), ok, true), (Token(2), past, false)] {
+        match r {
+            Ok(()) => {
+                pair.drive(&mut tx, &mut rx, "sub-key put", |tx, _| {
+                    tx.completions.contains_key(&t)
+                });
+                assert_eq!(
+                    tx.completions[&t][0].is_ok(),
+                    want_ok,
+                    "{name}: sub-key put {t:?}: {:?}",
+                    tx.completions[&t][0]
+                );
+            }
+            Err(e) => assert!(!want_ok, "{name}: sub-key put {t:?} refused: {e}"),
+        }
+    }
+    let mut want = pattern(8192, 3);
+    want[600..1100].copy_from_slice(&local[..500]);
+    assert!(
+        remote == want,
+        "{name}: a sub-key put landed in the wrong place or past its part"
+    );
+    if caps.contains(Caps::GET) {
+        let mut got = vec![0u8; 300];
+        retry(&mut pair, &mut tx, &mut rx, &mut |b| {
+            b.get(ep, region(&got), &part, 0, Token(3))
+        })
+        .unwrap_or_else(|e| panic!("{name}: sub-key get: {e}"));
+        pair.drive(&mut tx, &mut rx, "sub-key get", |tx, _| {
+            tx.completions.contains_key(&Token(3))
+        });
+        assert!(tx.completions[&Token(3)][0].is_ok(), "{name}: sub-key get failed");
+        assert_eq!(got[..], want[100..400], "{name}: sub-key get read the wrong bytes");
+        got.clear();
+    }
+    match &mut pair {
+        Pair::Loopback(s) => s.btl.deregister_mem(reg.id),
+        Pair::Two(_, b) | Pair::Clocked(_, b, _) => b.btl.deregister_mem(reg.id),
     }
 }
 

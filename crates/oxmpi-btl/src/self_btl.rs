@@ -80,22 +80,16 @@ impl SelfBtl {
 
     /// The registered region a key names, narrowed to `[offset, offset+len)`.
     fn resolve(&self, key: &RemoteKey, offset: usize, len: usize) -> Result<MemRegion, BtlError> {
-        let b = key.as_bytes();
-        let id = b
-            .get(..8)
-            .and_then(|s| <[u8; 8]>::try_from(s).ok())
-            .map(u64::from_le_bytes)
+        let (idb, _, _) = key
+            .part(8)
             .ok_or_else(|| BtlError::Invalid("malformed remote key".into()))?;
+        let id = u64::from_le_bytes(idb.try_into().expect("8 bytes"));
         let region = self
             .regs
             .get(&id)
             .ok_or_else(|| BtlError::Invalid(format!("remote key names no registration ({id})")))?;
-        region.slice(offset, len).ok_or_else(|| {
-            BtlError::Invalid(format!(
-                "{len} bytes at offset {offset} do not fit a registration of {} bytes",
-                region.len()
-            ))
-        })
+        key.resolve_part(8, *region, offset, len)
+            .map_err(BtlError::Invalid)
     }
 }
 
@@ -226,12 +220,19 @@ impl Btl for SelfBtl {
         let id = self.next_reg;
         self.next_reg += 1;
         self.regs.insert(id, region);
-        let key = RemoteKey::new(&id.to_le_bytes()).expect("8 bytes fit a key");
+        let key = RemoteKey::with_part(&id.to_le_bytes(), 0, region.len() as u64)
+            .expect("24 bytes fit a key");
         Ok(Registration {
             id: RegId(id),
             region,
             key,
         })
+    }
+
+    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
+        reg.key
+            .narrow(8, offset, len)
+            .ok_or_else(|| BtlError::Invalid(format!("self: {len} bytes at {offset} leave the registration")))
     }
 
     fn deregister_mem(&mut self, id: RegId) {

@@ -326,10 +326,9 @@ impl SimBtl {
         offset: usize,
         len: usize,
     ) -> Result<MemRegion, BtlError> {
-        let b = key.as_bytes();
-        if b.len() != 12 {
-            return Err(BtlError::Invalid("malformed remote key".into()));
-        }
+        let (b, _, _) = key
+            .part(12)
+            .ok_or_else(|| BtlError::Invalid("malformed remote key".into()))?;
         let rank = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
         let id = u64::from_le_bytes(b[4..12].try_into().expect("8 bytes"));
         if rank != peer {
@@ -340,12 +339,8 @@ impl SimBtl {
         let region = w.regs.get(&(rank, id)).ok_or_else(|| {
             BtlError::Invalid(format!("remote key names no registration ({rank}, {id})"))
         })?;
-        region.slice(offset, len).ok_or_else(|| {
-            BtlError::Invalid(format!(
-                "{len} bytes at offset {offset} do not fit {} bytes",
-                region.len()
-            ))
-        })
+        key.resolve_part(12, *region, offset, len)
+            .map_err(BtlError::Invalid)
     }
 
     fn rdma(
@@ -543,8 +538,14 @@ impl Btl for SimBtl {
         Ok(Registration {
             id: RegId(id),
             region,
-            key: RemoteKey::new(&key).expect("12 bytes fit"),
+            key: RemoteKey::with_part(&key, 0, region.len() as u64).expect("28 bytes fit"),
         })
+    }
+
+    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
+        reg.key
+            .narrow(12, offset, len)
+            .ok_or_else(|| BtlError::Invalid(format!("sim: {len} bytes at {offset} leave the registration")))
     }
 
     fn deregister_mem(&mut self, id: RegId) {

@@ -80,12 +80,13 @@ fn tcp_peer_killed_mid_transfer() {
     let mut pending = HashSet::new();
     // A put first (its target is stalled): it waits for an
     // acknowledgement that never comes. The key has the tcp form (magic,
-    // id, nonce, length); the target would refuse its nonce, but never
+    // id, nonce, base, length); the target would refuse its nonce, but never
     // reads it.
     let put_src = vec![5u8; 1 << 20];
     let mut key = b"OXTK".to_vec();
     key.extend_from_slice(&0u32.to_le_bytes());
     key.extend_from_slice(&42u64.to_le_bytes());
+    key.extend_from_slice(&0u64.to_le_bytes());
     key.extend_from_slice(&(put_src.len() as u64).to_le_bytes());
     let key = oxmpi_btl::btl::RemoteKey::new(&key).unwrap();
     // SAFETY: put_src lives to the end of the test and is not written.

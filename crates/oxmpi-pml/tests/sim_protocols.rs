@@ -75,6 +75,10 @@ impl<B: Btl> Btl for Masked<B> {
     ) -> Result<Registration, BtlError> {
         self.inner.register_mem(region, access)
     }
+    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
+        self.inner.sub_key(reg, offset, len)
+    }
+
     fn deregister_mem(&mut self, id: RegId) {
         self.inner.deregister_mem(id)
     }

@@ -365,6 +365,19 @@ impl Key {
     }
 
     /// `offset..offset + len` inside the key's range, as an offset.
+    /// Where the key's range starts inside a registration of `[addr,
+    /// addr+len)` (`None`: the key's range is not inside it). A key covers
+    /// the whole registration or, from [`Btl::sub_key`], a part of it.
+    fn base_in(&self, addr: u64, len: u64) -> Option<usize> {
+        let base = self.addr.checked_sub(addr)?;
+        let end = base.checked_add(self.len)?;
+        if end <= len {
+            usize::try_from(base).ok()
+        } else {
+            None
+        }
+    }
+
     fn check_range(&self, offset: usize, len: usize) -> Result<(), String> {
         let end = (offset as u64).checked_add(len as u64);
         if end.is_some_and(|e| e <= self.len) {
@@ -420,15 +433,15 @@ impl Regs {
             .map
             .get(&key.id)
             .ok_or_else(|| format!("remote key names no registration ({})", key.id))?;
-        if region.addr() as u64 != key.addr || region.len() as u64 != key.len {
-            return Err("remote key does not match its registration".into());
-        }
+        let base = key
+            .base_in(region.addr() as u64, region.len() as u64)
+            .ok_or("remote key does not match its registration")?;
         if access & need != need {
             return Err("registration does not allow this access".into());
         }
         key.check_range(offset, len)?;
         region
-            .slice(offset, len)
+            .slice(base + offset, len)
             .ok_or_else(|| "range outside the registration".into())
     }
 }
@@ -1022,14 +1035,14 @@ impl SmBtl {
                 "remote key names no registration (stale or forged)",
             ));
         }
-        if addr != key.addr || rlen != key.len {
+        if key.base_in(addr, rlen).is_none() {
             return Err(invalid("remote key does not match its registration"));
         }
         if access & need != need {
             return Err(invalid("registration does not allow this access"));
         }
         key.check_range(offset, len).map_err(|e| invalid(&e))?;
-        usize::try_from(addr + offset as u64).map_err(|_| invalid("address overflow"))
+        usize::try_from(key.addr + offset as u64).map_err(|_| invalid("address overflow"))
     }
 
     fn rdma(
@@ -1661,6 +1674,17 @@ impl Btl for SmBtl {
             region,
             key: key.encode(),
         })
+    }
+
+    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
+        let key = Key::decode(reg.key.as_bytes()).map_err(BtlError::Invalid)?;
+        key.check_range(offset, len).map_err(BtlError::Invalid)?;
+        Ok(Key {
+            addr: key.addr + offset as u64,
+            len: len as u64,
+            ..key
+        }
+        .encode())
     }
 
     fn deregister_mem(&mut self, id: RegId) {

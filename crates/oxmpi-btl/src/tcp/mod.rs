@@ -2171,13 +2171,26 @@ impl Btl for TcpBtl {
             writable: access.contains(Access::REMOTE_WRITE),
         });
         drop(t);
-        let key = RemoteKey::new(&wire::encode_key(id, nonce, region.len() as u64))
+        let key = RemoteKey::new(&wire::encode_key(id, nonce, 0, region.len() as u64))
             .ok_or_else(|| BtlError::Invalid("tcp: key too long".into()))?;
         Ok(Registration {
             id: RegId(u64::from(id)),
             region,
             key,
         })
+    }
+
+    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
+        let (id, nonce, base, reg_len) = wire::decode_key(reg.key.as_bytes())
+            .ok_or_else(|| BtlError::Invalid("tcp: not a tcp remote key".into()))?;
+        let end = (offset as u64).checked_add(len as u64);
+        if end.map_or(true, |e| e > reg_len) {
+            return Err(BtlError::Invalid(format!(
+                "tcp: {len} bytes at {offset} leave the {reg_len}-byte registration"
+            )));
+        }
+        RemoteKey::new(&wire::encode_key(id, nonce, base.saturating_add(offset as u64), len as u64))
+            .ok_or_else(|| BtlError::Invalid("tcp: key too long".into()))
     }
 
     fn deregister_mem(&mut self, id: RegId) {
@@ -2200,7 +2213,7 @@ impl Btl for TcpBtl {
         token: Token,
     ) -> Result<(), BtlError> {
         self.peer(ep)?;
-        let (id, nonce, reg_len) = wire::decode_key(remote.as_bytes())
+        let (id, nonce, base, reg_len) = wire::decode_key(remote.as_bytes())
             .ok_or_else(|| BtlError::Invalid("tcp: not a tcp remote key".into()))?;
         let end = (remote_offset as u64).checked_add(local.len() as u64);
         if end.map_or(true, |e| e > reg_len) {
@@ -2222,7 +2235,7 @@ impl Btl for TcpBtl {
         let h = PutHdr {
             id,
             nonce,
-            offset: remote_offset as u64,
+            offset: base.saturating_add(remote_offset as u64),
             seq,
         };
         // Counted before the write: a peer lost meanwhile completes it.

@@ -86,8 +86,9 @@ pub const KIND_PUT_ACK: u8 = 2;
 pub const PUT_HDR_LEN: usize = 24;
 /// Bytes of a put acknowledgement: sequence number (u32), status (u32).
 pub const PUT_ACK_LEN: usize = 8;
-/// Bytes of a tcp remote key: magic, id (u32), nonce (u64), length (u64).
-pub const KEY_LEN: usize = 24;
+/// Bytes of a tcp remote key: magic, id (u32), nonce (u64), base (u64),
+/// length (u64).
+pub const KEY_LEN: usize = 32;
 const KEY_MAGIC: &[u8; 4] = b"OXTK";
 
 /// One listening address of a process: one module (interface x link).
@@ -460,29 +461,35 @@ pub fn parse_put_ack(b: &[u8]) -> Option<(u32, u32)> {
     ))
 }
 
-/// A tcp remote key: `(id, nonce, registered length)`.
-pub fn encode_key(id: u32, nonce: u64, len: u64) -> [u8; KEY_LEN] {
+/// A tcp remote key: `(id, nonce, base, length)`: the part `[base,
+/// base+length)` of registration `id` (the whole of it, or a part from
+/// `sub_key`).
+pub fn encode_key(id: u32, nonce: u64, base: u64, len: u64) -> [u8; KEY_LEN] {
     let mut b = [0u8; KEY_LEN];
     b[..4].copy_from_slice(KEY_MAGIC);
     b[4..8].copy_from_slice(&id.to_le_bytes());
     b[8..16].copy_from_slice(&nonce.to_le_bytes());
-    b[16..24].copy_from_slice(&len.to_le_bytes());
+    b[16..24].copy_from_slice(&base.to_le_bytes());
+    b[24..32].copy_from_slice(&len.to_le_bytes());
     b
 }
 
-/// Decodes a remote key given to `put` (`None`: not a tcp key).
-pub fn decode_key(b: &[u8]) -> Option<(u32, u64, u64)> {
+/// Decodes a remote key given to `put` (`None`: not a tcp key):
+/// `(id, nonce, base, length)`.
+pub fn decode_key(b: &[u8]) -> Option<(u32, u64, u64, u64)> {
     if b.len() != KEY_LEN || &b[..4] != KEY_MAGIC {
         return None;
     }
-    let mut n = [0u8; 8];
-    n.copy_from_slice(&b[8..16]);
-    let mut l = [0u8; 8];
-    l.copy_from_slice(&b[16..24]);
+    let u64_at = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
     Some((
         u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-        u64::from_le_bytes(n),
-        u64::from_le_bytes(l),
+        u64_at(8),
+        u64_at(16),
+        u64_at(24),
     ))
 }
 
@@ -593,9 +600,9 @@ mod tests {
         assert_eq!(PutHdr::decode(&ph.encode()), Some(ph));
         assert_eq!(PutHdr::decode(&ph.encode()[..23]), None);
         assert_eq!(parse_put_ack(&put_ack(7, 1)), Some((7, 1)));
-        let k = encode_key(5, 77, 4096);
-        assert_eq!(decode_key(&k), Some((5, 77, 4096)));
-        assert_eq!(decode_key(&k[..23]), None);
+        let k = encode_key(5, 77, 64, 4096);
+        assert_eq!(decode_key(&k), Some((5, 77, 64, 4096)));
+        assert_eq!(decode_key(&k[..31]), None);
         assert_eq!(decode_key(&[0xee; KEY_LEN]), None);
         assert!(parse_frame_header(&h, 99).is_err());
         assert!(parse_frame_header(&h[..7], 100).is_err());
