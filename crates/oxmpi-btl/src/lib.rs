@@ -4,6 +4,8 @@
 //!   Rust form: typed endpoints, tokens and descriptors, capability flags,
 //!   limits as MCA parameters, back-pressure as `NoResource`).
 //! * [`mem`]: memory regions handed to transfers (the one `unsafe` promise).
+//! * [`memwatch`]: the kernel tells us when watched memory is released
+//!   (what keeps the PML's registration cache honest).
 //! * [`conformance`]: the suite every BTL must pass.
 //! * [`self_btl`]: the `self` BTL.
 //! * [`sim`]: a simulated BTL (virtual time, seeded faults) for testing the
@@ -21,6 +23,7 @@ pub mod btl;
 pub mod cma;
 pub mod conformance;
 pub mod mem;
+pub mod memwatch;
 pub mod self_btl;
 pub mod sim;
 pub mod sm;

@@ -1,0 +1,121 @@
+//! The memory watcher reports the release of watched memory (free of a
+//! large block, munmap, mremap that moves it, madvise(MADV_DONTNEED)) and
+//! nothing once unwatched.
+
+use oxmpi_btl::memwatch::MemWatch;
+use rustix::mm::{madvise, mmap_anonymous, mremap_fixed, munmap, Advice, MapFlags, MremapFlags, ProtFlags};
+
+const PAGE: usize = 4096;
+/// Above glibc's largest mmap threshold: always its own mapping.
+const BIG: usize = 64 << 20;
+
+/// The page-aligned interior of a buffer.
+fn interior(v: &[u8]) -> (usize, usize) {
+    let a = (v.as_ptr() as usize + PAGE - 1) & !(PAGE - 1);
+    let b = (v.as_ptr() as usize + v.len()) & !(PAGE - 1);
+    (a, b - a)
+}
+
+fn released(w: &MemWatch, seen: &mut u64, start: usize, len: usize) -> bool {
+    let mut hit = false;
+    w.changes(seen, |a, b| hit |= a < start + len && b > start)
+        .expect("no overflow");
+    hit
+}
+
+fn anon(len: usize) -> usize {
+    // SAFETY: a fresh private anonymous mapping at an address the kernel
+    // chooses; nothing else refers to it.
+    let p = unsafe {
+        mmap_anonymous(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE,
+        )
+    }
+    .expect("mmap");
+    p as usize
+}
+
+#[test]
+fn free_of_a_watched_block_is_reported() {
+    let w = MemWatch::get().expect("userfaultfd works here");
+    let v = vec![0u8; BIG];
+    let (a, n) = interior(&v);
+    assert!(w.watch(a, n));
+    let mut seen = w.cursor();
+    assert!(!released(&w, &mut seen, a, n), "nothing released yet");
+    drop(v);
+    assert!(released(&w, &mut seen, a, n), "free of a watched block not reported");
+    w.unwatch(a, n);
+}
+
+#[test]
+fn munmap_mremap_and_madvise_are_reported() {
+    let w = MemWatch::get().expect("userfaultfd works here");
+    let len = 16 * PAGE;
+    let a = anon(len);
+    assert!(w.watch(a, len));
+    let mut seen = w.cursor();
+    // SAFETY: the mapping is ours; dropping its pages only zeroes them.
+    unsafe { madvise(a as *mut _, PAGE, Advice::LinuxDontNeed) }.unwrap();
+    assert!(released(&w, &mut seen, a, PAGE), "madvise(DONTNEED) not reported");
+    // Moved elsewhere: the old range is released.
+    let to = anon(len);
+    // SAFETY: both mappings are ours; `to` is replaced by the moved one.
+    let moved = unsafe {
+        mremap_fixed(
+            a as *mut _,
+            len,
+            len,
+            MremapFlags::MAYMOVE,
+            to as *mut _,
+        )
+    }
+    .unwrap();
+    assert_eq!(moved as usize, to);
+    assert!(released(&w, &mut seen, a, len), "mremap that moved not reported");
+    // The watch moves with the memory: unmapping it is reported too.
+    // SAFETY: the mapping is ours and nothing refers to it.
+    unsafe { munmap(to as *mut _, len) }.unwrap();
+    assert!(released(&w, &mut seen, to, len), "munmap not reported");
+    w.unwatch(a, len);
+}
+
+#[test]
+fn unwatched_memory_is_not_reported_and_overlaps_are_counted() {
+    let w = MemWatch::get().expect("userfaultfd works here");
+    let v = vec![0u8; BIG];
+    let (a, n) = interior(&v);
+    // Two watches of overlapping ranges: ending one keeps the other.
+    assert!(w.watch(a, n));
+    assert!(w.watch(a + PAGE, PAGE));
+    w.unwatch(a, n);
+    let mut seen = w.cursor();
+    drop(v);
+    let mut hits = Vec::new();
+    w.changes(&mut seen, |s, e| hits.push((s, e))).unwrap();
+    assert!(
+        hits.iter().any(|&(s, e)| s <= a + PAGE && e >= a + 2 * PAGE),
+        "the still-watched page's release was not reported: {hits:x?}"
+    );
+    w.unwatch(a + PAGE, PAGE);
+
+    // Watched, then unwatched: its release is not reported.
+    let v = vec![0u8; BIG];
+    let (a, n) = interior(&v);
+    assert!(w.watch(a, n));
+    w.unwatch(a, n);
+    let mut seen = w.cursor();
+    drop(v);
+    assert!(!released(&w, &mut seen, a, n), "an unwatched block was reported");
+}
+
+#[test]
+fn memory_that_cannot_be_watched_says_so() {
+    static TEXT: [u8; 3 * PAGE] = [7; 3 * PAGE];
+    let w = MemWatch::get().expect("userfaultfd works here");
+    let (a, n) = interior(&TEXT);
+    assert!(!w.watch(a, n), "read-only file-backed data cannot be watched");
+}
