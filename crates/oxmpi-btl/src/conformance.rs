@@ -567,9 +567,9 @@ pub fn sub_keys<B: Btl>(mut pair: Pair<B>) {
     let ep = pair.sender().ep;
     // Issues an operation, retrying while the BTL is out of resources.
     let retry = |pair: &mut Pair<B>,
-                     tx: &mut Recorder,
-                     rx: &mut Recorder,
-                     op: &mut dyn FnMut(&mut B) -> Result<(), BtlError>| loop {
+                 tx: &mut Recorder,
+                 rx: &mut Recorder,
+                 op: &mut dyn FnMut(&mut B) -> Result<(), BtlError>| loop {
         match op(&mut pair.sender().btl) {
             Err(BtlError::NoResource) => pair.pump(tx, rx),
             r => return r,
@@ -612,8 +612,15 @@ pub fn sub_keys<B: Btl>(mut pair: Pair<B>) {
         pair.drive(&mut tx, &mut rx, "sub-key get", |tx, _| {
             tx.completions.contains_key(&Token(3))
         });
-        assert!(tx.completions[&Token(3)][0].is_ok(), "{name}: sub-key get failed");
-        assert_eq!(got[..], want[100..400], "{name}: sub-key get read the wrong bytes");
+        assert!(
+            tx.completions[&Token(3)][0].is_ok(),
+            "{name}: sub-key get failed"
+        );
+        assert_eq!(
+            got[..],
+            want[100..400],
+            "{name}: sub-key get read the wrong bytes"
+        );
         got.clear();
     }
     match &mut pair {

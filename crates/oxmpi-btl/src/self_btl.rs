@@ -229,10 +229,17 @@ impl Btl for SelfBtl {
         })
     }
 
-    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
-        reg.key
-            .narrow(8, offset, len)
-            .ok_or_else(|| BtlError::Invalid(format!("self: {len} bytes at {offset} leave the registration")))
+    fn sub_key(
+        &self,
+        reg: &Registration,
+        offset: usize,
+        len: usize,
+    ) -> Result<RemoteKey, BtlError> {
+        reg.key.narrow(8, offset, len).ok_or_else(|| {
+            BtlError::Invalid(format!(
+                "self: {len} bytes at {offset} leave the registration"
+            ))
+        })
     }
 
     fn deregister_mem(&mut self, id: RegId) {

@@ -542,10 +542,17 @@ impl Btl for SimBtl {
         })
     }
 
-    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
-        reg.key
-            .narrow(12, offset, len)
-            .ok_or_else(|| BtlError::Invalid(format!("sim: {len} bytes at {offset} leave the registration")))
+    fn sub_key(
+        &self,
+        reg: &Registration,
+        offset: usize,
+        len: usize,
+    ) -> Result<RemoteKey, BtlError> {
+        reg.key.narrow(12, offset, len).ok_or_else(|| {
+            BtlError::Invalid(format!(
+                "sim: {len} bytes at {offset} leave the registration"
+            ))
+        })
     }
 
     fn deregister_mem(&mut self, id: RegId) {

@@ -3,7 +3,9 @@
 //! nothing once unwatched.
 
 use oxmpi_btl::memwatch::MemWatch;
-use rustix::mm::{madvise, mmap_anonymous, mremap_fixed, munmap, Advice, MapFlags, MremapFlags, ProtFlags};
+use rustix::mm::{
+    madvise, mmap_anonymous, mremap_fixed, munmap, Advice, MapFlags, MremapFlags, ProtFlags,
+};
 
 const PAGE: usize = 4096;
 /// Above glibc's largest mmap threshold: always its own mapping.
@@ -47,7 +49,10 @@ fn free_of_a_watched_block_is_reported() {
     let mut seen = w.cursor();
     assert!(!released(&w, &mut seen, a, n), "nothing released yet");
     drop(v);
-    assert!(released(&w, &mut seen, a, n), "free of a watched block not reported");
+    assert!(
+        released(&w, &mut seen, a, n),
+        "free of a watched block not reported"
+    );
     w.unwatch(a, n);
 }
 
@@ -60,22 +65,20 @@ fn munmap_mremap_and_madvise_are_reported() {
     let mut seen = w.cursor();
     // SAFETY: the mapping is ours; dropping its pages only zeroes them.
     unsafe { madvise(a as *mut _, PAGE, Advice::LinuxDontNeed) }.unwrap();
-    assert!(released(&w, &mut seen, a, PAGE), "madvise(DONTNEED) not reported");
+    assert!(
+        released(&w, &mut seen, a, PAGE),
+        "madvise(DONTNEED) not reported"
+    );
     // Moved elsewhere: the old range is released.
     let to = anon(len);
     // SAFETY: both mappings are ours; `to` is replaced by the moved one.
-    let moved = unsafe {
-        mremap_fixed(
-            a as *mut _,
-            len,
-            len,
-            MremapFlags::MAYMOVE,
-            to as *mut _,
-        )
-    }
-    .unwrap();
+    let moved =
+        unsafe { mremap_fixed(a as *mut _, len, len, MremapFlags::MAYMOVE, to as *mut _) }.unwrap();
     assert_eq!(moved as usize, to);
-    assert!(released(&w, &mut seen, a, len), "mremap that moved not reported");
+    assert!(
+        released(&w, &mut seen, a, len),
+        "mremap that moved not reported"
+    );
     // The watch moves with the memory: unmapping it is reported too.
     // SAFETY: the mapping is ours and nothing refers to it.
     unsafe { munmap(to as *mut _, len) }.unwrap();
@@ -97,7 +100,8 @@ fn unwatched_memory_is_not_reported_and_overlaps_are_counted() {
     let mut hits = Vec::new();
     w.changes(&mut seen, |s, e| hits.push((s, e))).unwrap();
     assert!(
-        hits.iter().any(|&(s, e)| s <= a + PAGE && e >= a + 2 * PAGE),
+        hits.iter()
+            .any(|&(s, e)| s <= a + PAGE && e >= a + 2 * PAGE),
         "the still-watched page's release was not reported: {hits:x?}"
     );
     w.unwatch(a + PAGE, PAGE);
@@ -109,7 +113,10 @@ fn unwatched_memory_is_not_reported_and_overlaps_are_counted() {
     w.unwatch(a, n);
     let mut seen = w.cursor();
     drop(v);
-    assert!(!released(&w, &mut seen, a, n), "an unwatched block was reported");
+    assert!(
+        !released(&w, &mut seen, a, n),
+        "an unwatched block was reported"
+    );
 }
 
 #[test]
@@ -117,5 +124,8 @@ fn memory_that_cannot_be_watched_says_so() {
     static TEXT: [u8; 3 * PAGE] = [7; 3 * PAGE];
     let w = MemWatch::get().expect("userfaultfd works here");
     let (a, n) = interior(&TEXT);
-    assert!(!w.watch(a, n), "read-only file-backed data cannot be watched");
+    assert!(
+        !w.watch(a, n),
+        "read-only file-backed data cannot be watched"
+    );
 }

@@ -21,6 +21,9 @@ pub struct PmlConfig {
     pub eager_credits: usize,
     /// Keep registrations cached after use (`mpi_leave_pinned`).
     pub leave_pinned: bool,
+    /// Cached registrations kept per BTL, unused ones beyond it evicted
+    /// least recently used first (`pml_ob1_rcache_max_entries`).
+    pub rcache_max_entries: usize,
     /// Iterations a blocking wait polls before it starts yielding
     /// (`pml_ob1_spin_count`); 0 when oversubscribed.
     pub spin_count: u32,
@@ -41,6 +44,7 @@ impl Default for PmlConfig {
             max_send_per_range: 4,
             eager_credits: 4 << 20,
             leave_pinned: false,
+            rcache_max_entries: 256,
             spin_count: 20_000,
             progress_thread: false,
             rdma_split_min: 64 << 10,
@@ -105,6 +109,16 @@ impl PmlConfig {
                 .help("smallest RDMA-get message whose copy the receiver splits with the sender (0: never)"),
         )?;
         reg.register(
+            ParamSpec::int(
+                "pml",
+                "ob1",
+                "rcache_max_entries",
+                d.rcache_max_entries as i64,
+            )
+            .level(5)
+            .help("cached registrations kept per BTL with mpi_leave_pinned (unused ones past it are evicted)"),
+        )?;
+        reg.register(
             ParamSpec::bool("pml", "ob1", "progress_thread", d.progress_thread)
                 .level(6)
                 .help("drive progress from a background thread"),
@@ -125,6 +139,8 @@ impl PmlConfig {
                 .unwrap_or(usize::MAX)
                 .max(1024),
             leave_pinned: reg.get_bool("mpi_leave_pinned").unwrap_or(false),
+            rcache_max_entries: usize::try_from(reg.get_int("pml_ob1_rcache_max_entries")?.max(0))
+                .unwrap_or(0),
             spin_count: u32::try_from(reg.get_int("pml_ob1_spin_count")?.max(0)).unwrap_or(0),
             progress_thread: reg.get_bool("pml_ob1_progress_thread")?,
             rdma_split_min: usize::try_from(reg.get_size("pml_ob1_rdma_split_min")?)

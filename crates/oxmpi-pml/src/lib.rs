@@ -17,6 +17,7 @@ pub mod config;
 pub mod error;
 pub mod hdr;
 pub mod ob1;
+pub mod rcache;
 
 use std::sync::Mutex;
 
@@ -28,6 +29,7 @@ pub use buffer::{Buffer, Layout};
 pub use config::PmlConfig;
 pub use error::{ErrClass, PmlError};
 pub use ob1::{Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status};
+pub use rcache::RcacheStats;
 
 /// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {

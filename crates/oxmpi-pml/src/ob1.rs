@@ -47,6 +47,7 @@ use crate::error::{ErrClass, PmlError};
 use crate::hdr::{
     Hdr, HdrType, MatchHdr, ReqRef, RndvFlags, RndvHdr, FRAG_LEN, MATCH_LEN, MAX_LEN, RNDV_LEN,
 };
+use crate::rcache::{Rcache, RcacheStats, RegRef};
 
 /// `MPI_ANY_SOURCE` as a status reports it (the standard ABI value).
 pub const ANY_SOURCE_STATUS: i32 = -1;
@@ -225,7 +226,7 @@ struct SendReq {
     inflight: usize,
     put_expect: usize,
     put_done: usize,
-    reg: Option<(usize, RegId)>,
+    reg: Option<RegRef>,
     bsend: Option<(usize, usize)>,
     internal: bool,
     credit: usize,
@@ -250,7 +251,7 @@ struct RecvReq {
     send_req: ReqRef,
     msg_len: usize,
     got: usize,
-    reg: Option<(usize, RegId)>,
+    reg: Option<RegRef>,
     rkey: Option<RemoteKey>,
     rflags: RndvFlags,
     /// Split transfer: the receiver gets `[0, split)` while the sender
@@ -428,6 +429,7 @@ pub(crate) struct State {
     tick: u32,
     bsend: Option<Bsend>,
     dereg: Vec<(usize, RegId)>,
+    rcache: Rcache,
 }
 
 /// The ob1 PML over a list of BTLs.
@@ -551,6 +553,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let limits: Vec<Limits> = btls.iter().map(|b| *b.limits()).collect();
         let caps: Vec<Caps> = btls.iter().map(|b| b.caps()).collect();
         let credits = vec![cfg.eager_credits; n];
+        let rcache = Rcache::new(btls.len(), cfg.leave_pinned, cfg.rcache_max_entries);
         Ok(Ob1 {
             btls,
             st: State {
@@ -586,6 +589,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 tick: 0,
                 bsend: None,
                 dereg: Vec::new(),
+                rcache,
             },
         })
     }
@@ -611,6 +615,17 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// A snapshot of the protocol counters.
     pub fn counters(&self) -> Counters {
         self.st.counters.clone()
+    }
+
+    /// The registration cache's counters (`mpi_leave_pinned`).
+    pub fn rcache_stats(&self) -> RcacheStats {
+        self.st.rcache.stats
+    }
+
+    /// Whether registrations are cached (`mpi_leave_pinned` on and the
+    /// kernel can report released memory).
+    pub fn rcache_on(&self) -> bool {
+        self.st.rcache.caching()
     }
 
     /// Adds a communicator: context id `ctx`, its ranks as world ranks, and
@@ -1051,10 +1066,16 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     if s.reg.is_none() {
                         let (rb, _) = st.bml[peer].rdma[0];
                         let region = s.buf.contig().unwrap_or(MemRegion::EMPTY);
-                        match btls[rb].register_mem(region, Access::REMOTE_READ) {
-                            Ok(reg) => {
-                                s.reg = Some((rb, reg.id));
-                                s.rkey = Some(reg.key);
+                        match st.rcache.acquire(
+                            &mut *btls[rb],
+                            rb,
+                            region,
+                            Access::REMOTE_READ,
+                            &mut st.dereg,
+                        ) {
+                            Ok((reg, key)) => {
+                                s.reg = Some(reg);
+                                s.rkey = Some(key);
                             }
                             Err(e) => {
                                 tracing::debug!("register for RGET failed ({e}); using RNDV");
@@ -1381,10 +1402,16 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     // Both sides copy at once: we get the first half, the
                     // sender puts the second (cache-line aligned split).
                     if let Some(rest) = region.slice(0, msg_len) {
-                        match btls[b].register_mem(rest, Access::REMOTE_WRITE) {
-                            Ok(reg) => {
+                        match st.rcache.acquire(
+                            &mut *btls[b],
+                            b,
+                            rest,
+                            Access::REMOTE_WRITE,
+                            &mut st.dereg,
+                        ) {
+                            Ok((reg, key)) => {
                                 let h = (msg_len / 2) & !63;
-                                rr.reg = Some((b, reg.id));
+                                rr.reg = Some(reg);
                                 rr.split = h;
                                 st.counters.rdma_split += 1;
                                 st.actions.push_back(Action::Ctl {
@@ -1394,7 +1421,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                                         recv_req: r,
                                         offset: h as u64,
                                         len: (msg_len - h) as u64,
-                                        key: reg.key,
+                                        key,
                                     },
                                 });
                             }
@@ -1416,9 +1443,15 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 let tail = lim.rdma_pipeline_send_length.min(rest);
                 let middle = rest - tail;
                 if middle > 0 {
-                    match btls[b].register_mem(region, Access::REMOTE_WRITE) {
-                        Ok(reg) => {
-                            rr.reg = Some((b, reg.id));
+                    match st.rcache.acquire(
+                        &mut *btls[b],
+                        b,
+                        region,
+                        Access::REMOTE_WRITE,
+                        &mut st.dereg,
+                    ) {
+                        Ok((reg, key)) => {
+                            rr.reg = Some(reg);
                             st.actions.push_back(Action::Ctl {
                                 peer,
                                 hdr: Hdr::Ack {
@@ -1448,7 +1481,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                                         recv_req: r,
                                         offset: off as u64,
                                         len: len as u64,
-                                        key: reg.key,
+                                        key,
                                     },
                                 });
                                 off += len;
@@ -1824,6 +1857,12 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// Closes every BTL (end of finalize): every peer then counts as lost,
     /// so later operations fail instead of touching a transport.
     pub fn close(&mut self) {
+        self.st.rcache.flush(&mut self.st.dereg);
+        while let Some((b, id)) = self.st.dereg.pop() {
+            if let Some(btl) = self.btls.get_mut(b) {
+                btl.deregister_mem(id);
+            }
+        }
         self.btls.clear();
         for eps in &mut self.st.bml {
             *eps = PeerEps::default();
@@ -1971,7 +2010,7 @@ impl State {
         };
         let user_freed = q.user_freed;
         if let Some(x) = reg {
-            self.dereg.push(x);
+            self.rcache.release(x, &mut self.dereg);
         }
         let mut bsend = None;
         if let Kind::Send(s) = &q.kind {

@@ -75,7 +75,12 @@ impl<B: Btl> Btl for Masked<B> {
     ) -> Result<Registration, BtlError> {
         self.inner.register_mem(region, access)
     }
-    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
+    fn sub_key(
+        &self,
+        reg: &Registration,
+        offset: usize,
+        len: usize,
+    ) -> Result<RemoteKey, BtlError> {
         self.inner.sub_key(reg, offset, len)
     }
 
@@ -895,4 +900,95 @@ fn self_sends_use_the_self_btl() {
     w.wait(0, s);
     assert_eq!(a.0, b.0);
     assert_eq!(w.ranks[0].peer_btls(0).unwrap().0, vec!["self"]);
+}
+
+/// Sends `src[at..at+len]` from rank 0 into a fresh buffer at rank 1 and
+/// checks the data.
+fn send_part(w: &mut World, src: &mut Mem, at: usize, len: usize) {
+    let mut dst = Mem::zeros(len);
+    let part = src.region().slice(at, len).unwrap();
+    let s = w.ranks[0]
+        .isend(Buffer::Contig(part), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap();
+    w.wait(1, r);
+    w.wait(0, s);
+    assert!(
+        src.0[at..at + len] == dst.0[..],
+        "{len} bytes at {at} arrive intact"
+    );
+}
+
+/// Above glibc's largest mmap threshold: its own mapping, unmapped on drop.
+const BIG: usize = 64 << 20;
+
+fn big(seed: u8) -> Mem {
+    let mut m = Mem::zeros(BIG);
+    for (i, b) in m.0[..4 << 20].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(13).wrapping_add(seed);
+    }
+    m
+}
+
+#[test]
+fn leave_pinned_reuses_registrations_until_the_memory_is_released() {
+    let pml = PmlConfig {
+        leave_pinned: true,
+        ..PmlConfig::default()
+    };
+    let mut w = world_with(2, SimConfig::default(), all_caps(), pml);
+    assert!(w.ranks[0].rcache_on(), "userfaultfd works here");
+    let mut src = big(1);
+    for _ in 0..3 {
+        send_part(&mut w, &mut src, 0, 1 << 20);
+    }
+    let s = w.ranks[0].rcache_stats();
+    assert_eq!(
+        (s.misses, s.hits, s.uncached, s.entries),
+        (1, 2, 0, 1),
+        "{s:?}"
+    );
+    // A part of a cached buffer reuses its registration (a sub-key).
+    send_part(&mut w, &mut src, 4096 + 8, 300 << 10);
+    let s = w.ranks[0].rcache_stats();
+    assert_eq!((s.misses, s.hits), (1, 3), "{s:?}");
+    assert_eq!(w.ranks[0].counters().rget, 4);
+    // Freed (unmapped): the entry goes; a new buffer, perhaps at the same
+    // address, registers again.
+    drop(src);
+    let mut src = big(2);
+    send_part(&mut w, &mut src, 0, 1 << 20);
+    let s = w.ranks[0].rcache_stats();
+    assert_eq!((s.invalidated, s.misses, s.entries), (1, 2, 1), "{s:?}");
+    // The receiver's registrations (its part of split transfers) were all
+    // fresh buffers: nothing released them yet, each a miss.
+    let r = w.ranks[1].rcache_stats();
+    assert!(r.misses >= 1 && r.uncached == 0, "{r:?}");
+}
+
+#[test]
+fn leave_pinned_evicts_the_least_recently_used_past_the_limit() {
+    let pml = PmlConfig {
+        leave_pinned: true,
+        rcache_max_entries: 2,
+        ..PmlConfig::default()
+    };
+    let mut w = world_with(2, SimConfig::default(), all_caps(), pml);
+    let mut bufs: Vec<Mem> = (0..4).map(|i| Mem::pattern(512 << 10, i)).collect();
+    for b in &mut bufs {
+        send_part(&mut w, b, 0, 512 << 10);
+    }
+    let s = w.ranks[0].rcache_stats();
+    assert_eq!((s.misses, s.evicted, s.entries), (4, 2, 2), "{s:?}");
+    // The two most recent are still cached.
+    send_part(&mut w, &mut bufs[3], 0, 512 << 10);
+    send_part(&mut w, &mut bufs[2], 0, 512 << 10);
+    assert_eq!(w.ranks[0].rcache_stats().hits, 2);
+    // Off: one registration per transfer, nothing kept.
+    let mut w = world(2);
+    send_part(&mut w, &mut bufs[0], 0, 512 << 10);
+    let s = w.ranks[0].rcache_stats();
+    assert_eq!((s.uncached, s.entries, s.hits), (1, 0, 0), "{s:?}");
 }

@@ -330,6 +330,77 @@ fn protocols(u: &oxmpi::Universe, w: &Comm) {
     }
 }
 
+/// `mpi_leave_pinned` (on by default): rank 0 sends one large buffer to
+/// rank 1 three times, so whichever side registers memory reuses its
+/// registration; a buffer freed and replaced is registered afresh.
+fn rcache(u: &oxmpi::Universe, w: &Comm) {
+    const BIG: usize = 64 << 20; // its own mapping: unmapped on drop
+    const LEN: usize = 1 << 20;
+    let me = w.rank();
+    let before = u.rcache_stats();
+    let round = |seed: usize, buf: &mut Vec<u8>| {
+        if me == 0 {
+            buf[..LEN].copy_from_slice(&pattern(LEN, seed));
+            w.process_at_rank(1).send_with_tag(&buf[..LEN], 9).unwrap();
+        } else if me == 1 {
+            buf[..LEN].fill(0);
+            w.process_at_rank(0)
+                .receive_into_with_tag(&mut buf[..LEN], 9)
+                .unwrap();
+            check!(
+                buf[..LEN] == pattern(LEN, seed)[..],
+                "rcache round {seed}: data differs"
+            );
+        }
+    };
+    let mut buf = vec![0u8; BIG];
+    for seed in 0..3 {
+        round(seed, &mut buf);
+    }
+    let mid = u.rcache_stats();
+    drop(buf);
+    let mut buf = vec![0u8; BIG];
+    round(3, &mut buf);
+    let after = u.rcache_stats();
+    if me < 2 {
+        let (got, all) = (
+            (mid.hits - before.hits, mid.misses - before.misses),
+            (
+                after.invalidated - mid.invalidated,
+                after.misses - mid.misses,
+            ),
+        );
+        // Over sm the sender registers (RGET, split with the receiver's
+        // put); over tcp the receiver does (PUT). Either way the side that
+        // registered hit its cache, and the freed buffer was dropped.
+        if mid.misses > before.misses {
+            check!(
+                got == (2, 1),
+                "rcache: (hits, misses) over 3 rounds = {got:?}: {mid:?}"
+            );
+            check!(
+                all == (1, 1),
+                "rcache: (invalidated, misses) after free = {all:?}: {after:?}"
+            );
+        }
+    }
+    // Someone must have registered (or the test checked nothing).
+    let mine = after.misses - before.misses;
+    if me == 0 {
+        w.process_at_rank(1).send_with_tag(&mine, 10).unwrap();
+    } else if me == 1 {
+        let mut theirs = 0u64;
+        w.process_at_rank(0)
+            .receive_into_with_tag(&mut theirs, 10)
+            .unwrap();
+        check!(
+            mine + theirs >= 2,
+            "rcache: no rank registered anything ({after:?})"
+        );
+    }
+    w.barrier().unwrap();
+}
+
 fn main() {
     let universe = oxmpi::initialize().unwrap_or_else(|e| fail(format!("init: {e}")));
     let world = universe.world();
@@ -355,6 +426,9 @@ fn main() {
     }
     if run("comms") {
         comms(&world);
+    }
+    if run("rcache") {
+        rcache(&universe, &world);
     }
     if run("protocols") && only.is_empty() {
         protocols(&universe, &world);

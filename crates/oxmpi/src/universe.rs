@@ -416,6 +416,19 @@ impl<L: Level> Universe<L> {
         self.rt.pml.with(|o| o.counters())
     }
 
+    /// The registration cache's counters (`mpi_leave_pinned`): hits,
+    /// misses, registrations made for one transfer only, entries dropped
+    /// because their memory was released, evictions.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let rc = universe.rcache_stats();
+    /// println!("{} hits, {} misses, {} invalidated", rc.hits, rc.misses, rc.invalidated);
+    /// ```
+    pub fn rcache_stats(&self) -> oxmpi_pml::RcacheStats {
+        self.rt.pml.with(|o| o.rcache_stats())
+    }
+
     /// Names of the BTLs that carry messages to world rank `peer` (send
     /// list, RDMA list).
     ///

@@ -1676,7 +1676,12 @@ impl Btl for SmBtl {
         })
     }
 
-    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
+    fn sub_key(
+        &self,
+        reg: &Registration,
+        offset: usize,
+        len: usize,
+    ) -> Result<RemoteKey, BtlError> {
         let key = Key::decode(reg.key.as_bytes()).map_err(BtlError::Invalid)?;
         key.check_range(offset, len).map_err(BtlError::Invalid)?;
         Ok(Key {

@@ -2180,7 +2180,12 @@ impl Btl for TcpBtl {
         })
     }
 
-    fn sub_key(&self, reg: &Registration, offset: usize, len: usize) -> Result<RemoteKey, BtlError> {
+    fn sub_key(
+        &self,
+        reg: &Registration,
+        offset: usize,
+        len: usize,
+    ) -> Result<RemoteKey, BtlError> {
         let (id, nonce, base, reg_len) = wire::decode_key(reg.key.as_bytes())
             .ok_or_else(|| BtlError::Invalid("tcp: not a tcp remote key".into()))?;
         let end = (offset as u64).checked_add(len as u64);
@@ -2189,8 +2194,13 @@ impl Btl for TcpBtl {
                 "tcp: {len} bytes at {offset} leave the {reg_len}-byte registration"
             )));
         }
-        RemoteKey::new(&wire::encode_key(id, nonce, base.saturating_add(offset as u64), len as u64))
-            .ok_or_else(|| BtlError::Invalid("tcp: key too long".into()))
+        RemoteKey::new(&wire::encode_key(
+            id,
+            nonce,
+            base.saturating_add(offset as u64),
+            len as u64,
+        ))
+        .ok_or_else(|| BtlError::Invalid("tcp: key too long".into()))
     }
 
     fn deregister_mem(&mut self, id: RegId) {
