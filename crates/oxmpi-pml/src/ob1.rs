@@ -140,6 +140,12 @@ pub struct Counters {
     pub rdma_split: u64,
     /// RDMA direct put (one PUT for the whole middle).
     pub rdma_put: u64,
+    /// RDMA transfers striped over several BTLs by bandwidth weight
+    /// (`pml_ob1_max_rdma_per_request`).
+    pub rdma_striped: u64,
+    /// Bytes moved by this process's puts and gets, per BTL (in the order
+    /// of the PML's BTL list, see `Ob1::btl_names`).
+    pub rdma_bytes_by_btl: Vec<u64>,
     /// RDMA pipeline (several PUTs).
     pub rdma_pipeline: u64,
     /// PUT operations performed by senders.
@@ -252,6 +258,8 @@ struct RecvReq {
     msg_len: usize,
     got: usize,
     reg: Option<RegRef>,
+    /// Registrations with the other BTLs a striped transfer uses.
+    more_regs: Vec<RegRef>,
     rkey: Option<RemoteKey>,
     rflags: RndvFlags,
     /// Split transfer: the receiver gets `[0, split)` while the sender
@@ -326,6 +334,13 @@ enum Action {
         peer: u32,
         hdr: Hdr,
     },
+    /// A control header sent over a given BTL (a PUT request: the sender
+    /// puts over the BTL it arrived on).
+    CtlVia {
+        peer: u32,
+        btl: usize,
+        hdr: Hdr,
+    },
     Rndv(ReqRef),
     Drive(ReqRef),
     Start(ReqRef),
@@ -335,6 +350,8 @@ enum Action {
         offset: usize,
         len: usize,
         key: RemoteKey,
+        /// The BTL the request arrived on (its key is that BTL's).
+        btl: usize,
     },
     Get(ReqRef),
 }
@@ -430,6 +447,31 @@ pub(crate) struct State {
     bsend: Option<Bsend>,
     dereg: Vec<(usize, RegId)>,
     rcache: Rcache,
+}
+
+/// Smallest RDMA transfer striped over several BTLs.
+const STRIPE_MIN: usize = 4096;
+
+/// `[lo, hi)` cut into consecutive parts proportional to `weights`
+/// (cache-line aligned cuts; the last part takes the rest).
+fn weighted_shares(lo: usize, hi: usize, weights: &[u64]) -> Vec<(usize, usize)> {
+    let total: u128 = weights.iter().map(|&w| u128::from(w.max(1))).sum();
+    let len = (hi - lo) as u128;
+    let mut out = Vec::with_capacity(weights.len());
+    let mut at = lo;
+    let mut acc: u128 = 0;
+    for (i, &w) in weights.iter().enumerate() {
+        acc += u128::from(w.max(1));
+        let end = if i + 1 == weights.len() {
+            hi
+        } else {
+            let cut = lo + (len * acc / total) as usize;
+            (cut & !63).clamp(at, hi)
+        };
+        out.push((at, end));
+        at = end;
+    }
+    out
 }
 
 /// The ob1 PML over a list of BTLs.
@@ -554,6 +596,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let caps: Vec<Caps> = btls.iter().map(|b| b.caps()).collect();
         let credits = vec![cfg.eager_credits; n];
         let rcache = Rcache::new(btls.len(), cfg.leave_pinned, cfg.rcache_max_entries);
+        let nbtls = btls.len();
         Ok(Ob1 {
             btls,
             st: State {
@@ -584,6 +627,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 counters: Counters {
                     bytes_sent: vec![0; n],
                     bytes_received: vec![0; n],
+                    rdma_bytes_by_btl: vec![0; nbtls],
                     ..Counters::default()
                 },
                 tick: 0,
@@ -610,6 +654,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let eps = self.st.bml.get(peer as usize)?;
         let names = |l: &[(usize, Endpoint)]| l.iter().map(|&(i, _)| self.btls[i].name()).collect();
         Some((names(&eps.send), names(&eps.rdma)))
+    }
+
+    /// The names of this PML's BTLs, in the order counters index them.
+    pub fn btl_names(&self) -> Vec<&'static str> {
+        self.btls.iter().map(|b| b.name()).collect()
     }
 
     /// A snapshot of the protocol counters.
@@ -868,6 +917,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 msg_len: 0,
                 got: 0,
                 reg: None,
+                more_regs: Vec::new(),
                 rkey: None,
                 rflags: RndvFlags(0),
                 split: 0,
@@ -1283,7 +1333,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
 
     fn run_action(&mut self, a: Action) {
         match a {
-            Action::Ctl { peer, hdr } => self.send_ctl(peer, hdr),
+            Action::Ctl { peer, hdr } => self.send_ctl(peer, hdr, None),
+            Action::CtlVia { peer, btl, hdr } => self.send_ctl(peer, hdr, Some(btl)),
             Action::Drive(r) => self.drive_send(r),
             Action::Start(r) => self.start_send(r),
             Action::Rndv(r) => self.rndv_matched(r),
@@ -1294,18 +1345,31 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 offset,
                 len,
                 key,
-            } => self.issue_put(send_req, recv_req, offset, len, key),
+                btl,
+            } => self.issue_put(send_req, recv_req, offset, len, key, btl),
         }
     }
 
     /// Sends a control header (ACK, FIN, NACK, CREDIT) to world rank `peer`.
-    fn send_ctl(&mut self, peer: u32, hdr: Hdr) {
+    fn send_ctl(&mut self, peer: u32, hdr: Hdr, via: Option<usize>) {
         let Self { btls, st } = self;
         if st.dead[peer as usize].is_some() {
             return;
         }
-        let Some((b, ep)) = st.bml[peer as usize].eager else {
+        let eps = &st.bml[peer as usize];
+        let chosen = via.and_then(|v| {
+            eps.rdma
+                .iter()
+                .chain(&eps.send)
+                .find(|&&(i, _)| i == v)
+                .copied()
+        });
+        let Some((b, ep)) = chosen.or(eps.eager) else {
             return;
+        };
+        let retry = |hdr| match via {
+            Some(btl) => Action::CtlVia { peer, btl, hdr },
+            None => Action::Ctl { peer, hdr },
         };
         let mut hb = [0u8; MAX_LEN];
         let hl = hdr.emit(&mut hb);
@@ -1339,7 +1403,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                         st.free_tok(tok);
                         btls[b].free(d);
                         st.counters.no_resource += 1;
-                        st.pending.push_back(Action::Ctl { peer, hdr });
+                        st.pending.push_back(retry(hdr));
                     }
                     Err((d, e)) => {
                         st.free_tok(tok);
@@ -1350,7 +1414,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             }
             Err(BtlError::NoResource) => {
                 st.counters.no_resource += 1;
-                st.pending.push_back(Action::Ctl { peer, hdr });
+                st.pending.push_back(retry(hdr));
             }
             Err(e) => st.peer_failed(peer, &e.to_string()),
         }
@@ -1391,41 +1455,64 @@ impl<B: ?Sized + Btl> Ob1<B> {
             if st.caps[b].contains(Caps::GET) {
                 st.counters.rdma_get += 1;
                 rr.fin_owed = true;
+                // The parts others copy, by PUT from the sender: the share of
+                // each other RDMA BTL (striping by bandwidth weight), and
+                // half of our own share when the sender has a core to spare
+                // (it is not itself getting from us), so both copy at once.
+                let mut parts: Vec<(usize, usize, usize)> = Vec::new();
+                let mut get_end = msg_len;
+                let stripes = st.stripes(peer, b, Caps::PUT);
+                if stripes.len() > 1 && msg_len >= STRIPE_MIN {
+                    let weights: Vec<u64> = stripes
+                        .iter()
+                        .map(|&i| u64::from(st.limits[i].bandwidth))
+                        .collect();
+                    let shares = weighted_shares(0, msg_len, &weights);
+                    get_end = shares[0].1;
+                    for (&bi, &(lo, hi)) in stripes[1..].iter().zip(&shares[1..]) {
+                        if hi > lo {
+                            parts.push((bi, lo, hi));
+                        }
+                    }
+                }
                 let split_min = st.cfg.rdma_split_min;
-                // Split only when the sender is not itself busy getting
-                // from us (both directions at once: each core has a copy).
-                if split_min > 0
-                    && msg_len >= split_min.max(128)
+                let split = split_min > 0
+                    && get_end >= split_min.max(128)
                     && st.caps[b].contains(Caps::PUT)
-                    && st.rget_out[peer as usize] == 0
-                {
-                    // Both sides copy at once: we get the first half, the
-                    // sender puts the second (cache-line aligned split).
-                    if let Some(rest) = region.slice(0, msg_len) {
-                        match st.rcache.acquire(
-                            &mut *btls[b],
-                            b,
-                            rest,
-                            Access::REMOTE_WRITE,
-                            &mut st.dereg,
-                        ) {
-                            Ok((reg, key)) => {
-                                let h = (msg_len / 2) & !63;
-                                rr.reg = Some(reg);
-                                rr.split = h;
-                                st.counters.rdma_split += 1;
-                                st.actions.push_back(Action::Ctl {
-                                    peer,
-                                    hdr: Hdr::Put {
-                                        send_req,
-                                        recv_req: r,
-                                        offset: h as u64,
-                                        len: (msg_len - h) as u64,
-                                        key,
-                                    },
-                                });
-                            }
-                            Err(e) => tracing::debug!("register for a split transfer: {e}"),
+                    && st.rget_out[peer as usize] == 0;
+                if split {
+                    let h = (get_end / 2) & !63;
+                    parts.push((b, h, get_end));
+                    get_end = h;
+                }
+                if !parts.is_empty() {
+                    if let Some(keys) = st.register_all(btls, &parts, region, msg_len, r) {
+                        if split {
+                            st.counters.rdma_split += 1;
+                        }
+                        if parts.iter().any(|&(bi, _, _)| bi != b) {
+                            st.counters.rdma_striped += 1;
+                        }
+                        let Some(Req {
+                            kind: Kind::Recv(rr),
+                            ..
+                        }) = st.reqs.get_mut(r)
+                        else {
+                            return;
+                        };
+                        rr.split = get_end;
+                        for (&(bi, lo, hi), key) in parts.iter().zip(keys) {
+                            st.actions.push_back(Action::CtlVia {
+                                peer,
+                                btl: bi,
+                                hdr: Hdr::Put {
+                                    send_req,
+                                    recv_req: r,
+                                    offset: lo as u64,
+                                    len: (hi - lo) as u64,
+                                    key,
+                                },
+                            });
                         }
                     }
                 }
@@ -1443,39 +1530,59 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 let tail = lim.rdma_pipeline_send_length.min(rest);
                 let middle = rest - tail;
                 if middle > 0 {
-                    match st.rcache.acquire(
-                        &mut *btls[b],
-                        b,
-                        region,
-                        Access::REMOTE_WRITE,
-                        &mut st.dereg,
-                    ) {
-                        Ok((reg, key)) => {
-                            rr.reg = Some(reg);
-                            st.actions.push_back(Action::Ctl {
-                                peer,
-                                hdr: Hdr::Ack {
-                                    send_req,
-                                    recv_req: r,
-                                    send_offset: (msg_len - tail) as u64,
-                                    send_len: tail as u64,
-                                },
-                            });
-                            if tail > 0 {
-                                st.counters.send_pipeline += 1;
-                            }
-                            let chunk = if middle <= min_direct {
-                                st.counters.rdma_put += 1;
-                                middle
+                    // Striped over the RDMA BTLs by bandwidth weight; each
+                    // BTL's share in its own fragment size when pipelined.
+                    let stripes = st.stripes(peer, b, Caps::PUT);
+                    let stripes = if middle >= STRIPE_MIN {
+                        stripes
+                    } else {
+                        vec![b]
+                    };
+                    let weights: Vec<u64> = stripes
+                        .iter()
+                        .map(|&i| u64::from(st.limits[i].bandwidth))
+                        .collect();
+                    let shares = weighted_shares(first, first + middle, &weights);
+                    let parts: Vec<(usize, usize, usize)> = stripes
+                        .iter()
+                        .zip(&shares)
+                        .filter(|(_, &(lo, hi))| hi > lo)
+                        .map(|(&bi, &(lo, hi))| (bi, lo, hi))
+                        .collect();
+                    if let Some(keys) = st.register_all(btls, &parts, region, msg_len, r) {
+                        st.actions.push_back(Action::Ctl {
+                            peer,
+                            hdr: Hdr::Ack {
+                                send_req,
+                                recv_req: r,
+                                send_offset: (msg_len - tail) as u64,
+                                send_len: tail as u64,
+                            },
+                        });
+                        if tail > 0 {
+                            st.counters.send_pipeline += 1;
+                        }
+                        let direct = middle <= min_direct;
+                        if direct {
+                            st.counters.rdma_put += 1;
+                        } else {
+                            st.counters.rdma_pipeline += 1;
+                        }
+                        if parts.len() > 1 {
+                            st.counters.rdma_striped += 1;
+                        }
+                        for (&(bi, lo, hi), key) in parts.iter().zip(keys) {
+                            let chunk = if direct {
+                                hi - lo
                             } else {
-                                st.counters.rdma_pipeline += 1;
-                                lim.rdma_pipeline_frag_size.max(1)
+                                st.limits[bi].rdma_pipeline_frag_size.max(1)
                             };
-                            let mut off = first;
-                            while off < first + middle {
-                                let len = chunk.min(first + middle - off);
-                                st.actions.push_back(Action::Ctl {
+                            let mut off = lo;
+                            while off < hi {
+                                let len = chunk.min(hi - off);
+                                st.actions.push_back(Action::CtlVia {
                                     peer,
+                                    btl: bi,
                                     hdr: Hdr::Put {
                                         send_req,
                                         recv_req: r,
@@ -1486,9 +1593,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
                                 });
                                 off += len;
                             }
-                            return;
                         }
-                        Err(e) => tracing::debug!("register for the RDMA pipeline: {e}"),
+                        return;
                     }
                 }
             }
@@ -1537,7 +1643,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             kind: TokKind::Get(region.len()),
         });
         match btls[b].get(ep, region, &key, 0, tok) {
-            Ok(()) => {}
+            Ok(()) => st.counters.rdma_bytes_by_btl[b] += region.len() as u64,
             Err(BtlError::NoResource) => {
                 st.free_tok(tok);
                 st.counters.no_resource += 1;
@@ -1558,6 +1664,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         offset: usize,
         len: usize,
         key: RemoteKey,
+        via: usize,
     ) {
         let Self { btls, st } = self;
         let Some(Req {
@@ -1573,7 +1680,14 @@ impl<B: ?Sized + Btl> Ob1<B> {
             return;
         };
         let peer = s.peer;
-        let Some(&(b, ep)) = st.bml[peer as usize].rdma.first() else {
+        // The BTL the request came over (the key is that BTL's); any RDMA
+        // BTL if it cannot put.
+        let rdma = &st.bml[peer as usize].rdma;
+        let Some(&(b, ep)) = rdma
+            .iter()
+            .find(|&&(i, _)| i == via && st.caps[i].contains(Caps::PUT))
+            .or(rdma.first())
+        else {
             st.fail(
                 send_req,
                 ErrClass::Intern,
@@ -1589,6 +1703,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             Ok(()) => {
                 st.counters.puts += 1;
                 st.counters.bytes_sent[peer as usize] += len as u64;
+                st.counters.rdma_bytes_by_btl[b] += len as u64;
             }
             Err(BtlError::NoResource) => {
                 st.free_tok(tok);
@@ -1599,6 +1714,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     offset,
                     len,
                     key,
+                    btl: via,
                 });
             }
             Err(e) => {
@@ -2006,7 +2122,12 @@ impl State {
                 }
                 s.reg.take()
             }
-            Kind::Recv(rr) => rr.reg.take(),
+            Kind::Recv(rr) => {
+                for x in rr.more_regs.drain(..) {
+                    self.rcache.release(x, &mut self.dereg);
+                }
+                rr.reg.take()
+            }
         };
         let user_freed = q.user_freed;
         if let Some(x) = reg {
@@ -2244,6 +2365,86 @@ impl State {
             m.data.clear();
             m.data.extend_from_slice(payload);
         }
+    }
+
+    /// The BTLs one RDMA transfer to `peer` stripes over: `first`, then the
+    /// peer's other RDMA BTLs with `cap` (by bandwidth), at most
+    /// `pml_ob1_max_rdma_per_request` in all.
+    fn stripes(&self, peer: u32, first: usize, cap: Caps) -> Vec<usize> {
+        let mut v = vec![first];
+        for &(i, _) in &self.bml[peer as usize].rdma {
+            if v.len() >= self.cfg.max_rdma_per_request {
+                break;
+            }
+            if i != first && self.caps[i].contains(cap) {
+                v.push(i);
+            }
+        }
+        v
+    }
+
+    /// Registers receive request `r`'s buffer (`region`, the first
+    /// `msg_len` bytes) for remote writes with every BTL of `parts`; the
+    /// key for each part, in order. On any failure nothing stays
+    /// registered and the caller takes another way.
+    fn register_all<B: ?Sized + Btl>(
+        &mut self,
+        btls: &mut [Box<B>],
+        parts: &[(usize, usize, usize)],
+        region: MemRegion,
+        msg_len: usize,
+        r: ReqRef,
+    ) -> Option<Vec<RemoteKey>> {
+        let whole = region.slice(0, msg_len)?;
+        let mut regs: Vec<(usize, RegRef, RemoteKey)> = Vec::new();
+        for &(b, _, _) in parts {
+            if regs.iter().any(|&(x, _, _)| x == b) {
+                continue;
+            }
+            match self.rcache.acquire(
+                &mut *btls[b],
+                b,
+                whole,
+                Access::REMOTE_WRITE,
+                &mut self.dereg,
+            ) {
+                Ok((reg, key)) => regs.push((b, reg, key)),
+                Err(e) => {
+                    tracing::debug!("register for RDMA over {}: {e}", btls[b].name());
+                    for (_, reg, _) in regs {
+                        self.rcache.release(reg, &mut self.dereg);
+                    }
+                    return None;
+                }
+            }
+        }
+        let keys = parts
+            .iter()
+            .map(|&(b, _, _)| {
+                regs.iter()
+                    .find(|&&(x, _, _)| x == b)
+                    .map(|&(_, _, k)| k)
+                    .expect("registered above")
+            })
+            .collect();
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            ..
+        }) = self.reqs.get_mut(r)
+        else {
+            for (_, reg, _) in regs {
+                self.rcache.release(reg, &mut self.dereg);
+            }
+            return None;
+        };
+        for (_, reg, _) in regs {
+            if rr.reg.is_none() {
+                rr.reg = Some(reg);
+            } else {
+                rr.more_regs.push(reg);
+            }
+        }
+        Some(keys)
     }
 
     /// RNDV information of a matched receive (kept in the request while the
@@ -2672,6 +2873,7 @@ impl BtlSink for Sink<'_> {
                     offset: offset as usize,
                     len: len as usize,
                     key,
+                    btl: self.btl,
                 });
             }
             Hdr::Fin { req, size, status } => match st.reqs.get_mut(req) {

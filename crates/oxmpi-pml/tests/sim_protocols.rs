@@ -125,6 +125,8 @@ impl<B: Btl> Btl for Masked<B> {
 
 struct World {
     net: SimNet,
+    /// More networks (a second BTL between the same ranks).
+    extra: Vec<SimNet>,
     ranks: Vec<Ob1<dyn Btl>>,
 }
 
@@ -175,7 +177,11 @@ fn world_failing(
         o.add_comm(CTX, (0..n).collect(), r as u32).unwrap();
         ranks.push(o);
     }
-    World { net, ranks }
+    World {
+        net,
+        extra: Vec::new(),
+        ranks,
+    }
 }
 
 fn world(n: u32) -> World {
@@ -198,7 +204,7 @@ impl World {
             for o in &mut self.ranks {
                 moved += o.progress();
             }
-            if moved == 0 && !self.net.advance_to_next() {
+            if moved == 0 && !self.advance() {
                 // Idle rounds still poll every BTL every 8th call.
                 let mut again = 0;
                 for _ in 0..16 {
@@ -206,7 +212,7 @@ impl World {
                         again += o.progress();
                     }
                 }
-                if again == 0 && !self.net.busy() && !done(self) {
+                if again == 0 && !self.busy() && !done(self) {
                     panic!("the world is stuck");
                 }
             }
@@ -216,6 +222,19 @@ impl World {
             self.ranks[0].counters(),
             self.ranks[1].counters()
         );
+    }
+
+    /// Advances every network to its next event; whether any had one.
+    fn advance(&mut self) -> bool {
+        let mut any = self.net.advance_to_next();
+        for n in &self.extra {
+            any |= n.advance_to_next();
+        }
+        any
+    }
+
+    fn busy(&self) -> bool {
+        self.net.busy() || self.extra.iter().any(|n| n.busy())
     }
 
     fn wait(&mut self, rank: usize, id: ReqId) -> Status {
@@ -991,4 +1010,144 @@ fn leave_pinned_evicts_the_least_recently_used_past_the_limit() {
     send_part(&mut w, &mut bufs[0], 0, 512 << 10);
     let s = w.ranks[0].rcache_stats();
     assert_eq!((s.uncached, s.entries, s.hits), (1, 0, 0), "{s:?}");
+}
+
+/// Two ranks joined by two simulated networks of different bandwidth
+/// (two RDMA BTLs per peer, as with two TCP links or interfaces).
+fn world_two_links(bw: [u32; 2], keep: Caps, pml: PmlConfig) -> World {
+    world_two_links_with(SimConfig::default(), bw, keep, pml)
+}
+
+fn world_two_links_with(base: SimConfig, bw: [u32; 2], keep: Caps, pml: PmlConfig) -> World {
+    let nets: Vec<SimNet> = bw
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            let mut c = base;
+            c.seed += i as u64;
+            c.limits.bandwidth = b;
+            SimNet::new(c)
+        })
+        .collect();
+    let mut mods: Vec<Vec<_>> = Vec::new();
+    let mut cards: Vec<Vec<Option<Vec<u8>>>> = vec![vec![None]; 2];
+    for r in 0..2u32 {
+        let mut row = Vec::new();
+        for n in &nets {
+            let m = n.module(r);
+            cards[r as usize].push(Some(m.business_card()));
+            row.push(m);
+        }
+        mods.push(row);
+    }
+    let peers: Vec<PeerDesc> = (0..2)
+        .map(|r| PeerDesc {
+            local: false,
+            cards: cards[r].clone(),
+        })
+        .collect();
+    let mut ranks = Vec::new();
+    for (r, row) in mods.into_iter().enumerate() {
+        let mut btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(r as u32, DEFAULT_LIMITS))];
+        for m in row {
+            btls.push(Box::new(Masked {
+                inner: m,
+                keep,
+                extra: Caps::NONE,
+                fail: Caps::NONE,
+            }));
+        }
+        let mut o = Ob1::new(pml.clone(), r as u32, btls, &peers).unwrap();
+        o.add_comm(CTX, vec![0, 1], r as u32).unwrap();
+        ranks.push(o);
+    }
+    let mut nets = nets.into_iter();
+    World {
+        net: nets.next().unwrap(),
+        extra: nets.collect(),
+        ranks,
+    }
+}
+
+/// RDMA bytes per BTL (indices 1 and 2: the two links), both ranks.
+fn rdma_bytes(w: &World) -> [u64; 2] {
+    let (a, b) = (w.ranks[0].counters(), w.ranks[1].counters());
+    assert_eq!(w.ranks[0].btl_names(), ["self", "sim", "sim"]);
+    [
+        a.rdma_bytes_by_btl[1] + b.rdma_bytes_by_btl[1],
+        a.rdma_bytes_by_btl[2] + b.rdma_bytes_by_btl[2],
+    ]
+}
+
+#[test]
+fn rdma_is_striped_over_two_links_by_bandwidth_weight() {
+    let len = 4 << 20;
+    // Direct get (the receiver gets its share, the slower link's share is
+    // put by the sender), then PUT only (RDMA pipeline, receiver-driven).
+    for keep in [all_caps(), all_caps() - Caps::GET] {
+        let mut w = world_two_links([30_000, 10_000], keep, PmlConfig::default());
+        transfer(&mut w, len, SendMode::Standard);
+        let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
+        assert_eq!(r.rdma_striped, 1, "{keep:?}: {r:?}");
+        let [fast, slow] = rdma_bytes(&w);
+        let moved = fast + slow;
+        if keep.contains(Caps::GET) {
+            assert_eq!((s.rget, r.rdma_get), (1, 1), "{s:?} {r:?}");
+            assert_eq!(moved, len as u64, "every byte by RDMA");
+        } else {
+            // The first fragment and the tail go by send/receive.
+            assert_eq!(r.rdma_pipeline + r.rdma_put, 1, "{r:?}");
+            assert!(moved > (len / 2) as u64, "{moved}");
+        }
+        // 3 : 1, to a cache line.
+        let want_slow = moved / 4;
+        assert!(
+            slow.abs_diff(want_slow) <= 64 && fast.abs_diff(moved - want_slow) <= 64,
+            "{keep:?}: fast {fast} slow {slow} of {moved}"
+        );
+    }
+}
+
+#[test]
+fn one_rdma_btl_per_request_when_the_parameter_says_so() {
+    let pml = PmlConfig {
+        max_rdma_per_request: 1,
+        ..PmlConfig::default()
+    };
+    let mut w = world_two_links([30_000, 10_000], all_caps(), pml);
+    transfer(&mut w, 4 << 20, SendMode::Standard);
+    assert_eq!(w.ranks[1].counters().rdma_striped, 0);
+    let [fast, slow] = rdma_bytes(&w);
+    assert_eq!((fast, slow), (4 << 20, 0));
+    // Equal links share equally.
+    let mut w = world_two_links(
+        [10_000, 10_000],
+        all_caps() - Caps::GET,
+        PmlConfig::default(),
+    );
+    transfer(&mut w, 4 << 20, SendMode::Standard);
+    let [a, b] = rdma_bytes(&w);
+    assert!(a.abs_diff(b) <= 128, "{a} {b}");
+}
+
+#[test]
+fn striped_transfers_survive_reordering_and_no_resource() {
+    let sim = SimConfig {
+        seed: 7,
+        jitter_ns: 5000,
+        ordered: false,
+        no_resource_ppm: 50_000,
+        max_in_flight: 8,
+        ..SimConfig::default()
+    };
+    for keep in [all_caps(), all_caps() - Caps::GET] {
+        let mut w = world_two_links_with(sim, [20_000, 10_000], keep, PmlConfig::default());
+        for len in [5000, 300 * 1024 + 7, 3 << 20] {
+            transfer(&mut w, len, SendMode::Standard);
+            transfer(&mut w, len, SendMode::Synchronous);
+        }
+        let r = w.ranks[1].counters();
+        assert!(r.rdma_striped >= 4, "{keep:?}: {r:?}");
+        assert!(w.ranks[0].counters().no_resource > 0);
+    }
 }

@@ -48,6 +48,27 @@ fn tcp_eight_ranks_on_two_cores() {
 }
 
 #[test]
+fn tcp_two_links_stripe_rdma() {
+    // Two tcp modules per peer: large transfers are striped over both
+    // (the suite's protocol check asserts it from the counters).
+    let mut cmd = std::process::Command::new(support::oxmpirun());
+    cmd.args([
+        "-n",
+        "3",
+        "--mca",
+        "btl",
+        "self,tcp",
+        "--mca",
+        "btl_tcp_links",
+        "2",
+    ])
+    .args(["--timeout", &LIMIT.as_secs().to_string()])
+    .arg(support::example("p2p_suite"));
+    let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
+    support::assert_ok(&out, "p2p_suite ok", "p2p_suite -n 3 tcp links=2");
+}
+
+#[test]
 fn sm_and_tcp_together() {
     // Both open: sm wins for local peers by exclusivity.
     suite(4, "self,sm,tcp", &["pairs", "any"]);
