@@ -27,7 +27,8 @@ pub struct PmlConfig {
     /// Iterations a blocking wait polls before it starts yielding
     /// (`pml_ob1_spin_count`); 0 when oversubscribed.
     pub spin_count: u32,
-    /// Run a progress thread (`pml_ob1_progress_thread`).
+    /// Run a progress thread (`pml_ob1_progress_thread`; the runtime
+    /// starts it, as for `mpi_async_progress`).
     pub progress_thread: bool,
     /// Smallest RDMA-get message the receiver splits with the sender (it
     /// gets the first half while the sender puts the second), 0 = never
@@ -121,7 +122,7 @@ impl PmlConfig {
         reg.register(
             ParamSpec::bool("pml", "ob1", "progress_thread", d.progress_thread)
                 .level(6)
-                .help("drive progress from a background thread"),
+                .help("drive progress from a background thread (the same thread as mpi_async_progress)"),
         )?;
         Ok(())
     }

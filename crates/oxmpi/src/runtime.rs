@@ -152,7 +152,9 @@ impl Runtime {
             "oxmpi initialised: {:?}",
             (0..size).map(|p| ob1.peer_btls(p)).collect::<Vec<_>>()
         );
-        let async_progress = reg.get_bool(mca::MPI_ASYNC_PROGRESS).unwrap_or(false);
+        // `pml_ob1_progress_thread` is the PML's name for the same thread.
+        let async_progress = reg.get_bool(mca::MPI_ASYNC_PROGRESS).unwrap_or(false)
+            || reg.get_bool("pml_ob1_progress_thread").unwrap_or(false);
         let rt = Runtime {
             pml: Arc::new(Pml::new(ob1, spin, oversubscribed)),
             driver: Default::default(),

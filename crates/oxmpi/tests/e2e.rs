@@ -171,12 +171,16 @@ fn examples_run_over_sm_and_tcp() {
     }
 }
 
-/// With `mpi_async_progress` a thread progresses communication from
-/// start-up: the suites give the same results over both transports, and a
-/// rendezvous transfer completes while the receiver only computes.
+/// With `mpi_async_progress` (or its PML name `pml_ob1_progress_thread`)
+/// a thread progresses communication from start-up: the suites give the
+/// same results over both transports, and a rendezvous transfer completes
+/// while the receiver only computes (the `overlap` check fails without it).
 #[test]
 fn async_progress_thread() {
-    for btl in ["self,sm", "self,tcp"] {
+    for (btl, param) in [
+        ("self,sm", "mpi_async_progress"),
+        ("self,tcp", "pml_ob1_progress_thread"),
+    ] {
         for (prog, expect, args) in [
             (
                 "api_suite",
@@ -193,7 +197,7 @@ fn async_progress_thread() {
                 "btl",
                 btl,
                 "--mca",
-                "mpi_async_progress",
+                param,
                 "1",
             ])
             .args(["--timeout", "120"])
