@@ -847,6 +847,40 @@ impl<R, M> Engine<R, M> {
         })))
     }
 
+    /// Takes out the earliest unexpected message from `source` with `tag`
+    /// whose payload satisfies `pred` (a sender cancelling a send that has
+    /// not matched yet). Messages parked for sequence order are not
+    /// searched: they have not entered matching. `None`: no such message
+    /// (it matched already, or the context or rank is unknown).
+    pub fn take_unexpected(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        mut pred: impl FnMut(&M) -> bool,
+    ) -> Option<MessageHandle<M>> {
+        let ctx = self.contexts.get_mut(&context)?;
+        ctx.check_rank(source).ok()?;
+        let mut cur = bucket_head(&ctx.unexp_exact, bucket_key(source, tag));
+        while cur != NIL {
+            let node = self.store.unexp.get(cur);
+            if node.source == source && node.tag == tag && pred(&node.msg) {
+                let n = ctx.remove_unexpected(&mut self.store, cur);
+                return Some(MessageHandle {
+                    envelope: Envelope {
+                        context,
+                        source: n.source,
+                        tag: n.tag,
+                    },
+                    len: n.len,
+                    msg: n.msg,
+                });
+            }
+            cur = node.links[EXACT].next;
+        }
+        None
+    }
+
     /// `MPI_Cancel` of a posted receive: returns its token if it was still
     /// posted (it is then gone), `None` if it already matched or was
     /// cancelled.

@@ -473,3 +473,28 @@ fn any_source_post_ignores_idle_peers() {
     };
     assert_eq!(m.envelope.source, 99_999);
 }
+
+#[test]
+fn a_cancelled_send_is_taken_out_of_the_unexpected_queue_by_payload() {
+    let mut e = engine(2);
+    arrive(&mut e, 1, 7, 10, "first");
+    arrive(&mut e, 1, 7, 20, "second");
+    arrive(&mut e, 1, 8, 30, "other tag");
+    // The later of two same-envelope messages goes; order of the rest holds.
+    let t = e.take_unexpected(C, 1, 7, |m| *m == "second").unwrap();
+    assert_eq!((t.msg, t.len, t.envelope), ("second", 20, env(1, 7)));
+    assert!(e.take_unexpected(C, 1, 7, |m| *m == "second").is_none());
+    assert!(e.take_unexpected(C, 1, 8, |m| *m == "first").is_none());
+    assert!(
+        e.take_unexpected(C, 5, 7, |_| true).is_none(),
+        "unknown rank"
+    );
+    let m = took(e.post_recv(C, Source::Rank(1), Tag::Any, 100).unwrap());
+    assert_eq!(m, matched(100, "first", 1, 7, 10));
+    let m = took(e.post_recv(C, Source::Any, Tag::Any, 101).unwrap());
+    assert_eq!(m, matched(101, "other tag", 1, 8, 30));
+    assert!(matches!(
+        e.post_recv(C, Source::Any, Tag::Any, 102).unwrap(),
+        PostOutcome::Posted(_)
+    ));
+}

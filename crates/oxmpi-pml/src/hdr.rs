@@ -1,4 +1,5 @@
-//! PML wire headers (seed 000): MATCH, RNDV, RGET, ACK, NACK, FRAG, PUT, FIN.
+//! PML wire headers (seed 000): MATCH, RNDV, RGET, ACK, NACK, FRAG, PUT, FIN,
+//! and CREDIT, CANCEL, CANCEL_ACK.
 //!
 //! Each fragment travels with the BTL active-message tag of its header type
 //! ([`HdrType::am_tag`]), so the type is not repeated in the bytes. Layouts
@@ -17,6 +18,8 @@
 //! PUT   (33+k) send_req:u64 recv_req:u64 offset:u64 len:u64 key_len:u8 key
 //! FIN   (20)  req:u64 size:u64 status:i32
 //! CREDIT (8)  bytes:u64
+//! CANCEL (20) send_req:u64 ctx:u16 pad:u16 src:u32 tag:i32
+//! CANCEL_ACK (12) send_req:u64 cancelled:u32
 //! ```
 //!
 //! A MATCH header is 12 bytes so that, behind an 8-byte ring header, 44
@@ -50,6 +53,10 @@ pub enum HdrType {
     Fin = 71,
     /// Receiver to sender: eager bytes consumed, credit returned.
     Credit = 72,
+    /// Sender to receiver: drop my unmatched rendezvous if you still can.
+    Cancel = 73,
+    /// Receiver to sender: whether the rendezvous was dropped.
+    CancelAck = 74,
 }
 
 impl HdrType {
@@ -70,6 +77,8 @@ impl HdrType {
             70 => HdrType::Put,
             71 => HdrType::Fin,
             72 => HdrType::Credit,
+            73 => HdrType::Cancel,
+            74 => HdrType::CancelAck,
             _ => return None,
         })
     }
@@ -213,6 +222,25 @@ pub enum Hdr {
         /// Bytes of credit returned.
         bytes: u64,
     },
+    /// The sender cancels its rendezvous `send_req` (envelope `ctx`, `src`,
+    /// `tag`, so the receiver finds it among its unexpected messages).
+    Cancel {
+        /// The sender's request.
+        send_req: ReqRef,
+        /// Communicator context id.
+        ctx: u16,
+        /// Sender's rank in the communicator.
+        src: u32,
+        /// MPI tag.
+        tag: i32,
+    },
+    /// The receiver's answer to a CANCEL.
+    CancelAck {
+        /// The sender's request.
+        send_req: ReqRef,
+        /// The message was still unmatched and is gone.
+        cancelled: bool,
+    },
 }
 
 /// Why bytes from a peer are not a valid header.
@@ -253,6 +281,10 @@ pub const FRAG_LEN: usize = 24;
 pub const FIN_LEN: usize = 20;
 /// CREDIT header length.
 pub const CREDIT_LEN: usize = 8;
+/// CANCEL header length.
+pub const CANCEL_LEN: usize = 20;
+/// CANCEL_ACK header length.
+pub const CANCEL_ACK_LEN: usize = 12;
 /// PUT header length without the key.
 pub const PUT_FIXED_LEN: usize = 33;
 /// The largest header (RGET or PUT with the largest key).
@@ -380,6 +412,8 @@ impl Hdr {
             Hdr::Put { .. } => HdrType::Put,
             Hdr::Fin { .. } => HdrType::Fin,
             Hdr::Credit { .. } => HdrType::Credit,
+            Hdr::Cancel { .. } => HdrType::Cancel,
+            Hdr::CancelAck { .. } => HdrType::CancelAck,
         }
     }
 
@@ -395,6 +429,8 @@ impl Hdr {
             Hdr::Put { key, .. } => PUT_FIXED_LEN + key.as_bytes().len(),
             Hdr::Fin { .. } => FIN_LEN,
             Hdr::Credit { .. } => CREDIT_LEN,
+            Hdr::Cancel { .. } => CANCEL_LEN,
+            Hdr::CancelAck { .. } => CANCEL_ACK_LEN,
         }
     }
 
@@ -417,6 +453,8 @@ impl Hdr {
             HdrType::Put => PUT_FIXED_LEN,
             HdrType::Fin => FIN_LEN,
             HdrType::Credit => CREDIT_LEN,
+            HdrType::Cancel => CANCEL_LEN,
+            HdrType::CancelAck => CANCEL_ACK_LEN,
         };
         need(kind, bytes, fixed)?;
         let mut r = Rd { b: bytes, at: 0 };
@@ -460,6 +498,21 @@ impl Hdr {
                 status: r.i32(),
             },
             HdrType::Credit => Hdr::Credit { bytes: r.u64() },
+            HdrType::Cancel => {
+                let send_req = r.req();
+                let ctx = r.u16();
+                let _pad = r.u16();
+                Hdr::Cancel {
+                    send_req,
+                    ctx,
+                    src: r.u32(),
+                    tag: r.i32(),
+                }
+            }
+            HdrType::CancelAck => Hdr::CancelAck {
+                send_req: r.req(),
+                cancelled: r.u32() != 0,
+            },
         };
         let at = r.at;
         Ok((hdr, &bytes[at..]))
@@ -546,6 +599,25 @@ impl Hdr {
                 w.i32(*status);
             }
             Hdr::Credit { bytes } => w.u64(*bytes),
+            Hdr::Cancel {
+                send_req,
+                ctx,
+                src,
+                tag,
+            } => {
+                w.req(*send_req);
+                w.u16(*ctx);
+                w.u16(0);
+                w.u32(*src);
+                w.i32(*tag);
+            }
+            Hdr::CancelAck {
+                send_req,
+                cancelled,
+            } => {
+                w.req(*send_req);
+                w.u32(u32::from(*cancelled));
+            }
         }
         debug_assert_eq!(w.at, n);
         n

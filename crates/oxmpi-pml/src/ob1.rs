@@ -168,6 +168,9 @@ pub struct Counters {
     pub no_resource: u64,
     /// CREDIT messages sent.
     pub credits_returned: u64,
+    /// Unmatched rendezvous messages dropped here because their sender
+    /// cancelled them.
+    pub sends_cancelled: u64,
     /// Fragments dropped because they failed validation.
     pub bad_fragments: u64,
     /// Bytes sent to each world rank.
@@ -240,6 +243,14 @@ struct SendReq {
     rkey: Option<RemoteKey>,
     /// Counted in `State::rget_out` until completion.
     rget_open: bool,
+    /// The user cancelled this rendezvous before its first fragment left:
+    /// a CANCEL follows the fragment.
+    cancel_wanted: bool,
+    /// A CANCEL is out; its answer decides.
+    cancel_sent: bool,
+    /// The receiver dropped the unmatched rendezvous: done once the first
+    /// fragment's own send has completed.
+    cancelled: bool,
     /// The receiver split this RGET (asked us to put a part): the send
     /// ends only with the receiver's FIN, even after a fallback ACK.
     split: bool,
@@ -838,6 +849,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
             rkey: None,
             rget_open: false,
             split: false,
+            cancel_wanted: false,
+            cancel_sent: false,
+            cancelled: false,
         };
         let r = self.st.reqs.alloc(Req {
             done: persistent,
@@ -996,6 +1010,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
         s.put_done = 0;
         s.credit = 0;
         s.split = false;
+        s.cancel_wanted = false;
+        s.cancel_sent = false;
+        s.cancelled = false;
         s.seq = match st.seq.next_seq(u32::from(s.ctx), s.dst) {
             Ok(q) => q,
             Err(e) => {
@@ -1235,6 +1252,25 @@ impl<B: ?Sized + Btl> Ob1<B> {
                         s.first_done = true;
                     }
                 }
+            }
+        }
+        // Cancelled before the rendezvous left: ask now that it has.
+        if let Some(Req {
+            kind: Kind::Send(s),
+            done: false,
+            ..
+        }) = st.reqs.get_mut(r)
+        {
+            if s.cancel_wanted && s.first_sent {
+                s.cancel_wanted = false;
+                s.cancel_sent = true;
+                let hdr = Hdr::Cancel {
+                    send_req: r,
+                    ctx: s.ctx,
+                    src: st.comms[usize::from(s.ctx)].as_ref().map_or(0, |c| c.me),
+                    tag: s.tag,
+                };
+                st.actions.push_back(Action::Ctl { peer: s.peer, hdr });
             }
         }
         // The send/receive pipeline, once acknowledged.
@@ -1826,13 +1862,28 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     }
                 }
             }
+            // A rendezvous the receiver has not matched can be dropped
+            // there: CANCEL asks, CANCEL_ACK answers. An eager message
+            // cannot be recalled (its sequence number is spoken for and its
+            // data may be matched already): it completes normally.
             Kind::Send(s) => {
-                if !s.first_sent && !s.internal {
-                    let (peer, credit) = (s.peer as usize, s.credit);
-                    self.st.credits[peer] += credit;
-                    let q = self.st.reqs.get_mut(r).expect("checked");
-                    q.status.cancelled = true;
-                    self.st.complete(r);
+                let rndv = matches!(s.proto, Proto::Rndv | Proto::Rget);
+                if rndv && !s.internal && !s.acked && !s.fin && !s.split && !s.cancel_sent {
+                    if s.first_sent {
+                        s.cancel_sent = true;
+                        let hdr = Hdr::Cancel {
+                            send_req: r,
+                            ctx: s.ctx,
+                            src: self.st.comms[usize::from(s.ctx)]
+                                .as_ref()
+                                .map_or(0, |c| c.me),
+                            tag: s.tag,
+                        };
+                        self.st.actions.push_back(Action::Ctl { peer: s.peer, hdr });
+                        self.run_actions();
+                    } else {
+                        s.cancel_wanted = true;
+                    }
                 }
             }
         }
@@ -2244,17 +2295,18 @@ impl State {
             return;
         };
         let done = s.first_done
-            && match s.proto {
-                Proto::Rget => s.fin,
-                _ if s.need_ack => {
-                    s.acked
-                        && s.sched_off >= s.end_off
-                        && s.inflight == 0
-                        && s.put_done >= s.put_expect
-                        && (!s.split || s.fin)
-                }
-                _ => true,
-            };
+            && (s.cancelled
+                || match s.proto {
+                    Proto::Rget => s.fin,
+                    _ if s.need_ack => {
+                        s.acked
+                            && s.sched_off >= s.end_off
+                            && s.inflight == 0
+                            && s.put_done >= s.put_expect
+                            && (!s.split || s.fin)
+                    }
+                    _ => true,
+                });
         if done {
             self.complete(r);
         }
@@ -2716,6 +2768,9 @@ impl State {
             rkey: None,
             rget_open: false,
             split: false,
+            cancel_wanted: false,
+            cancel_sent: false,
+            cancelled: false,
         };
         let ir = self.reqs.alloc(Req {
             done: false,
@@ -2911,6 +2966,66 @@ impl BtlSink for Sink<'_> {
                 };
                 let c = &mut st.credits[peer as usize];
                 *c = c.saturating_add(bytes as usize).min(st.cfg.eager_credits);
+            }
+            Hdr::Cancel {
+                send_req,
+                ctx,
+                src,
+                tag,
+            } => {
+                let Some(peer) = st.peer_by_ep(self.btl, ep) else {
+                    return;
+                };
+                // Only this sender's rendezvous for that request, and only
+                // while it waits unmatched.
+                let unexp = &st.unexp;
+                let taken = st
+                    .engine
+                    .take_unexpected(u32::from(ctx), src, tag, |&slot| {
+                        matches!(
+                            unexp.get(slot as usize),
+                            Some(Some(UnexpMsg {
+                                kind: UnexpKind::Rndv { hdr, .. },
+                                peer: p,
+                                ..
+                            })) if *p == peer && hdr.send_req == send_req
+                        )
+                    });
+                let cancelled = match taken.and_then(|h| st.free_unexp(h.msg)) {
+                    Some(m) => {
+                        st.return_credit(m.peer, m.credit);
+                        let mut d = m.data;
+                        d.clear();
+                        st.spare.push(d);
+                        st.counters.sends_cancelled += 1;
+                        true
+                    }
+                    None => false,
+                };
+                st.actions.push_back(Action::Ctl {
+                    peer,
+                    hdr: Hdr::CancelAck {
+                        send_req,
+                        cancelled,
+                    },
+                });
+            }
+            Hdr::CancelAck {
+                send_req,
+                cancelled,
+            } => {
+                let Some(q) = st.reqs.get_mut(send_req) else {
+                    st.counters.bad_fragments += 1;
+                    return;
+                };
+                if let (false, Kind::Send(s)) = (q.done, &mut q.kind) {
+                    s.cancel_sent = false;
+                    if cancelled {
+                        s.cancelled = true;
+                        q.status.cancelled = true;
+                        st.check_send_done(send_req);
+                    }
+                }
             }
         }
     }

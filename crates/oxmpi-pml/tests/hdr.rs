@@ -98,6 +98,18 @@ fn hdr() -> impl Strategy<Value = Hdr> {
             status
         }),
         any::<u64>().prop_map(|bytes| Hdr::Credit { bytes }),
+        (any::<u64>(), any::<u16>(), any::<u32>(), any::<i32>()).prop_map(|(r, ctx, src, tag)| {
+            Hdr::Cancel {
+                send_req: ReqRef::from_u64(r),
+                ctx,
+                src,
+                tag,
+            }
+        }),
+        (any::<u64>(), any::<bool>()).prop_map(|(r, cancelled)| Hdr::CancelAck {
+            send_req: ReqRef::from_u64(r),
+            cancelled,
+        }),
     ]
 }
 

@@ -1151,3 +1151,132 @@ fn striped_transfers_survive_reordering_and_no_resource() {
         assert!(w.ranks[0].counters().no_resource > 0);
     }
 }
+
+#[test]
+fn cancel_of_an_unmatched_rendezvous_drops_it_at_the_receiver() {
+    for keep in [
+        all_caps(),
+        all_caps() - Caps::GET,
+        Caps::SEND | Caps::SENDI | Caps::ORDERED,
+    ] {
+        let mut w = world_with(2, SimConfig::default(), keep, PmlConfig::default());
+        let len = 200 * 1024;
+        let mut big = Mem::pattern(len, 3);
+        let s = w.ranks[0]
+            .isend(big.buf(), 1, 9, CTX, SendMode::Standard)
+            .unwrap();
+        // Let the RNDV arrive and wait unexpected.
+        w.run_until(|w| w.ranks[1].counters().unexpected == 1);
+        w.ranks[0].cancel(s).unwrap();
+        let st = w.wait(0, s);
+        assert!(st.cancelled, "{keep:?}: {st:?}");
+        assert_eq!(w.ranks[1].counters().sends_cancelled, 1);
+        // Gone at the receiver; the next message (same envelope) comes.
+        let mut small = Mem::pattern(100, 4);
+        let s2 = w.ranks[0]
+            .isend(small.buf(), 1, 9, CTX, SendMode::Standard)
+            .unwrap();
+        let mut dst = Mem::zeros(len);
+        let r = w.ranks[1]
+            .irecv(dst.buf(), Source::Rank(0), Tag::Value(9), CTX)
+            .unwrap();
+        let rs = w.wait(1, r);
+        w.wait(0, s2);
+        assert_eq!(
+            rs.bytes, 100,
+            "{keep:?}: the cancelled message was received"
+        );
+        assert_eq!(dst.0[..100], small.0[..]);
+        assert!(w.ranks[1]
+            .iprobe(Source::Any, Tag::Any, CTX)
+            .unwrap()
+            .is_none());
+    }
+}
+
+#[test]
+fn cancel_of_a_matched_or_eager_send_does_not_cancel_it() {
+    let mut w = world(2);
+    // Matched before the cancel arrives: the transfer completes.
+    let len = 300 * 1024;
+    let mut src = Mem::pattern(len, 5);
+    let mut dst = Mem::zeros(len);
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(1), CTX)
+        .unwrap();
+    let s = w.ranks[0]
+        .isend(src.buf(), 1, 1, CTX, SendMode::Standard)
+        .unwrap();
+    w.ranks[0].cancel(s).unwrap();
+    let ss = w.wait(0, s);
+    let rs = w.wait(1, r);
+    assert!(!ss.cancelled && !rs.cancelled);
+    assert_eq!(src.0, dst.0);
+    // An eager message cannot be recalled: it arrives.
+    let mut e = Mem::pattern(64, 6);
+    let s = w.ranks[0]
+        .isend(e.buf(), 1, 2, CTX, SendMode::Standard)
+        .unwrap();
+    w.ranks[0].cancel(s).unwrap();
+    assert!(!w.wait(0, s).cancelled);
+    let mut d = Mem::zeros(64);
+    let r = w.ranks[1]
+        .irecv(d.buf(), Source::Rank(0), Tag::Value(2), CTX)
+        .unwrap();
+    w.wait(1, r);
+    assert_eq!(d.0, e.0);
+    assert_eq!(w.ranks[1].counters().sends_cancelled, 0);
+}
+
+#[test]
+fn cancel_of_a_send_still_queued_leaves_no_hole_in_the_sequence() {
+    // Sends queued behind a full network: cancelling them must not leave
+    // a sequence number the receiver waits for forever.
+    let sim = SimConfig {
+        max_in_flight: 2,
+        ..SimConfig::default()
+    };
+    let mut w = world_with(2, sim, all_caps(), PmlConfig::default());
+    let mut bufs: Vec<Mem> = (0..16).map(|i| Mem::pattern(2000, i)).collect();
+    let mut big = Mem::pattern(100 * 1024, 99);
+    let mut ids = Vec::new();
+    for b in &mut bufs {
+        ids.push(
+            w.ranks[0]
+                .isend(b.buf(), 1, 4, CTX, SendMode::Standard)
+                .unwrap(),
+        );
+    }
+    let big_id = w.ranks[0]
+        .isend(big.buf(), 1, 4, CTX, SendMode::Standard)
+        .unwrap();
+    for &id in ids.iter().rev().take(4) {
+        w.ranks[0].cancel(id).unwrap();
+    }
+    w.ranks[0].cancel(big_id).unwrap();
+    // Cancelled while queued: the CANCEL follows it once it leaves.
+    assert!(
+        w.wait(0, big_id).cancelled,
+        "the queued rendezvous was not cancelled"
+    );
+    let mut got = 0;
+    for (i, b) in bufs.iter().enumerate() {
+        let mut d = Mem::zeros(2000);
+        let r = w.ranks[1]
+            .irecv(d.buf(), Source::Rank(0), Tag::Value(4), CTX)
+            .unwrap();
+        w.wait(1, r);
+        assert_eq!(d.0, b.0, "message {i} in order");
+        got += 1;
+    }
+    for id in ids {
+        assert!(!w.wait(0, id).cancelled, "eager sends are not recalled");
+    }
+    assert_eq!(got, 16);
+    assert!(w.ranks[1]
+        .iprobe(Source::Any, Tag::Any, CTX)
+        .unwrap()
+        .is_none());
+    // And traffic goes on.
+    transfer(&mut w, 10, SendMode::Standard);
+}

@@ -190,20 +190,11 @@ fn async_progress_thread() {
             ("p2p_suite", "p2p_suite ok", &["pairs", "modes", "misc"][..]),
         ] {
             let mut cmd = std::process::Command::new(support::oxmpirun());
-            cmd.args([
-                "-n",
-                "3",
-                "--mca",
-                "btl",
-                btl,
-                "--mca",
-                param,
-                "1",
-            ])
-            .args(["--timeout", "120"])
-            .arg(support::example(prog))
-            .args(args)
-            .env_remove("PMI_FD");
+            cmd.args(["-n", "3", "--mca", "btl", btl, "--mca", param, "1"])
+                .args(["--timeout", "120"])
+                .arg(support::example(prog))
+                .args(args)
+                .env_remove("PMI_FD");
             let out = support::run_cmd(&mut cmd, LIMIT);
             support::assert_ok(&out, expect, &format!("{prog} async progress {btl}"));
         }
