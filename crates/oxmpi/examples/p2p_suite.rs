@@ -28,9 +28,9 @@ fn pattern(len: usize, seed: usize) -> Vec<u8> {
 }
 
 /// Sizes crossing every threshold: sendi (256), one cache line (44 data
-/// bytes), eager (sm 4 KiB ring records / tcp 64 KiB), rendezvous first
-/// fragment, pipeline fragments, RDMA.
-const SIZES: [usize; 14] = [
+/// bytes), eager (sm: one ring record, 16364 data bytes behind the MATCH
+/// header / tcp 64 KiB), rendezvous first fragment, pipeline fragments, RDMA.
+const SIZES: [usize; 16] = [
     0,
     1,
     44,
@@ -39,6 +39,8 @@ const SIZES: [usize; 14] = [
     257,
     4000,
     4097,
+    16364,
+    16365,
     16384,
     65535,
     65537,

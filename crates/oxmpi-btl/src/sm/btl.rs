@@ -93,9 +93,15 @@ use crate::mem::MemRegion;
 /// clamped at construction to what one ring record carries
 /// ([`Ring::max_payload`]: 16376 bytes with the default 64 KiB rings), and
 /// the eager limits to `max_send_size`.
+///
+/// The eager limit is as large as one record: on this kind of machine a
+/// single-copy (CMA) transfer costs about 1.5 us of system call before the
+/// first byte moves, while copying 16 KiB in and out of a ring costs well
+/// under 1 us, so every message that fits one record goes eager (8 KiB
+/// latency 3.3 -> 0.8 us, 4 KiB bandwidth 1.7 -> 10.5 GB/s, measured here).
 pub const DEFAULT_LIMITS: Limits = Limits {
-    eager_limit: 4096,
-    rndv_eager_limit: 4096,
+    eager_limit: 16 * 1024,
+    rndv_eager_limit: 16 * 1024,
     max_send_size: 32 * 1024,
     max_sendi_size: 256,
     rdma_pipeline_send_length: 1 << 62,
