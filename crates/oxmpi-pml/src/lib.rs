@@ -31,6 +31,9 @@ pub use error::{ErrClass, PmlError};
 pub use ob1::{Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status};
 pub use rcache::RcacheStats;
 
+/// Progress passes a spinning wait makes per lock acquisition.
+const POLLS_PER_LOCK: u32 = 16;
+
 /// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
     inner: Mutex<Ob1<B>>,
@@ -68,18 +71,27 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// then yields the core between polls.
     pub fn wait_until<T>(&self, mut cond: impl FnMut(&mut Ob1<B>) -> Option<T>) -> T {
         let mut polls = 0u32;
+        // While spinning, several polls run under one lock acquisition (the
+        // lock is released between batches so other threads get their turn).
+        let batch = if self.spin > 0 { POLLS_PER_LOCK } else { 1 };
         loop {
             let out = self.with(|o| {
                 if let Some(v) = cond(o) {
                     return Some(v);
                 }
-                o.progress();
+                for _ in 0..batch {
+                    if o.progress() > 0 {
+                        if let Some(v) = cond(o) {
+                            return Some(v);
+                        }
+                    }
+                }
                 cond(o)
             });
             if let Some(v) = out {
                 return v;
             }
-            polls = polls.saturating_add(1);
+            polls = polls.saturating_add(batch);
             if polls > self.spin {
                 std::thread::yield_now();
             } else {
