@@ -48,6 +48,13 @@ impl SendSequencer {
         self.contexts.remove(&context).is_some()
     }
 
+    /// The counter of `peer` on `context`: the next message's sequence
+    /// number, for a sender that advances it (wrapping) only once the
+    /// message is surely sent.
+    pub fn slot(&mut self, context: u32, peer: u32) -> Option<&mut u16> {
+        self.contexts.get_mut(&context)?.get_mut(peer as usize)
+    }
+
     /// Returns the sequence number to stamp on the next message to `peer`
     /// on `context`, and advances the counter (wrapping at `u16::MAX`).
     pub fn next_seq(&mut self, context: u32, peer: u32) -> Result<u16, MatchError> {

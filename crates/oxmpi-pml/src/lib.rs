@@ -231,7 +231,18 @@ impl<B: ?Sized + Btl> Pml<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Result<Status, PmlError> {
-        self.start_then_wait(|o| o.isend(buf, dst, tag, ctx, mode))
+        // Small and contiguous: straight into the BTL, no request.
+        let r = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
+            if let Some(st) = o.send_inline(&buf, dst, tag, ctx, mode) {
+                return Ok(Ok(st));
+            }
+            let id = o.isend(buf, dst, tag, ctx, mode)?;
+            Ok(o.test(id)?.ok_or(id))
+        })?;
+        match r {
+            Ok(st) => Ok(st),
+            Err(id) => self.wait(id),
+        }
     }
 
     /// `MPI_Recv`.

@@ -868,6 +868,74 @@ impl<B: ?Sized + Btl> Ob1<B> {
         Ok(ReqId(r))
     }
 
+    /// A blocking standard or ready send of a small contiguous message,
+    /// straight into the eager BTL (seed 000's immediate send) with no
+    /// request: `Some(status)` when sent, `None` when the message does not
+    /// qualify now (the caller takes the request path). Its sequence number
+    /// is taken only once the BTL accepted the bytes.
+    pub fn send_inline(
+        &mut self,
+        buf: &Buffer,
+        dst: u32,
+        tag: i32,
+        ctx: u16,
+        mode: SendMode,
+    ) -> Option<Status> {
+        if !matches!(mode, SendMode::Standard | SendMode::Ready) {
+            return None;
+        }
+        let Self { btls, st } = self;
+        // A queued action may start an earlier send (a buffered send's
+        // copy) that has no sequence number yet: it must not be overtaken.
+        if !st.actions.is_empty() {
+            return None;
+        }
+        let region = buf.contig()?;
+        let comm = st.comms.get(usize::from(ctx))?.as_ref()?;
+        let (me, peer) = (comm.me, *comm.world.get(dst as usize)?);
+        let p = peer as usize;
+        let (b, ep) = st.bml[p].eager?;
+        let len = region.len();
+        let wire = len + MATCH_LEN;
+        let lim = &st.limits[b];
+        if st.dead[p].is_some()
+            || !st.caps[b].contains(Caps::SENDI)
+            || wire
+                > st.cfg
+                    .sendi_limit
+                    .min(lim.max_sendi_size)
+                    .min(lim.eager_limit)
+            || st.credits[p] < wire
+        {
+            return None;
+        }
+        let slot = st.seq.slot(u32::from(ctx), dst)?;
+        let m = MatchHdr {
+            ctx,
+            seq: *slot,
+            src: me,
+            tag,
+        };
+        let mut hb = [0u8; MATCH_LEN];
+        Hdr::Match(m).emit(&mut hb);
+        let data = region.read();
+        match btls[b].sendi(ep, HdrType::Match.am_tag(), &[&hb, data]) {
+            Ok(()) => {
+                *slot = slot.wrapping_add(1);
+                st.credits[p] -= wire;
+                st.counters.eager_sendi += 1;
+                st.counters.bytes_sent[p] += len as u64;
+                Some(Status {
+                    bytes: len,
+                    tag,
+                    ..Status::default()
+                })
+            }
+            // Out of room, or a failure the request path reports properly.
+            Err(_) => None,
+        }
+    }
+
     /// Posts a receive into `buf` from `src` with `tag` on `ctx`.
     pub fn irecv(
         &mut self,
