@@ -214,7 +214,20 @@ impl<B: ?Sized + Btl> Pml<B> {
     ) -> Result<Status, PmlError> {
         let id = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
             let id = start(o)?;
-            Ok(o.test(id)?.ok_or(id))
+            if let Some(st) = o.test(id)? {
+                return Ok(Ok(st));
+            }
+            // The first batch of polls under the same lock acquisition.
+            if self.spin > 0 {
+                for _ in 0..POLLS_PER_LOCK {
+                    if o.progress() > 0 {
+                        if let Some(st) = o.test(id)? {
+                            return Ok(Ok(st));
+                        }
+                    }
+                }
+            }
+            Ok(Err(id))
         })?;
         match id {
             Ok(st) => Ok(st),
