@@ -684,7 +684,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
 
     /// Whether registrations are cached (`mpi_leave_pinned` on and the
     /// kernel can report released memory).
-    pub fn rcache_on(&self) -> bool {
+    pub fn rcache_on(&mut self) -> bool {
         self.st.rcache.caching()
     }
 
@@ -2092,7 +2092,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// Closes every BTL (end of finalize): every peer then counts as lost,
     /// so later operations fail instead of touching a transport.
     pub fn close(&mut self) {
-        self.st.rcache.flush(&mut self.st.dereg);
+        self.st.rcache.close(&mut self.st.dereg);
         while let Some((b, id)) = self.st.dereg.pop() {
             if let Some(btl) = self.btls.get_mut(b) {
                 btl.deregister_mem(id);

@@ -78,6 +78,10 @@ struct Cache {
 /// One registration cache per PML (one [`Cache`] per BTL).
 #[derive(Debug)]
 pub(crate) struct Rcache {
+    /// Caching is wanted (`mpi_leave_pinned` and a non-zero entry limit).
+    wanted: bool,
+    /// The watcher, started by the first registration worth caching (a
+    /// process that never registers memory starts no thread).
     watch: Option<MemWatch>,
     seen: u64,
     max_entries: usize,
@@ -92,23 +96,10 @@ impl Rcache {
     /// A cache for `nbtls` BTLs; `leave_pinned` off (or no watcher) means
     /// every registration is per transfer.
     pub(crate) fn new(nbtls: usize, leave_pinned: bool, max_entries: usize) -> Rcache {
-        let watch = if leave_pinned && max_entries > 0 {
-            match MemWatch::get() {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    tracing::info!(
-                        "mpi_leave_pinned: registrations are not cached ({e}: released memory \
-                         could not be noticed)"
-                    );
-                    None
-                }
-            }
-        } else {
-            None
-        };
         Rcache {
-            seen: watch.as_ref().map_or(0, MemWatch::cursor),
-            watch,
+            wanted: leave_pinned && max_entries > 0,
+            watch: None,
+            seen: 0,
             max_entries,
             tick: 0,
             seq: 0,
@@ -117,9 +108,31 @@ impl Rcache {
         }
     }
 
-    /// Whether registrations are cached.
-    pub(crate) fn caching(&self) -> bool {
-        self.watch.is_some()
+    /// Whether registrations are cached (starts the watcher if wanted).
+    pub(crate) fn caching(&mut self) -> bool {
+        self.watcher().is_some()
+    }
+
+    /// The watcher, started on first use when caching is wanted; `None`
+    /// (and caching off from then on, with one message) when the kernel
+    /// cannot report released memory.
+    fn watcher(&mut self) -> Option<MemWatch> {
+        if self.watch.is_none() && self.wanted {
+            match MemWatch::get() {
+                Ok(w) => {
+                    self.seen = w.cursor();
+                    self.watch = Some(w);
+                }
+                Err(e) => {
+                    self.wanted = false;
+                    tracing::info!(
+                        "mpi_leave_pinned: registrations are not cached ({e}: released memory \
+                         could not be noticed)"
+                    );
+                }
+            }
+        }
+        self.watch.clone()
     }
 
     /// A registration of `region` with BTL `b` allowing `access`, and the
@@ -133,12 +146,12 @@ impl Rcache {
         access: Access,
         dereg: &mut Vec<(usize, RegId)>,
     ) -> Result<(RegRef, RemoteKey), BtlError> {
-        let Some(watch) = self.watch.clone() else {
-            return self.uncached(btl, b, region, access);
-        };
         if region.is_empty() {
             return self.uncached(btl, b, region, access);
         }
+        let Some(watch) = self.watcher() else {
+            return self.uncached(btl, b, region, access);
+        };
         self.apply_releases(&watch, dereg);
         self.tick += 1;
         let (addr, end) = (region.addr(), region.addr() + region.len());
@@ -314,23 +327,21 @@ impl Rcache {
         }
     }
 
-    /// Drops every unused entry (finalize): their deregistrations go to
-    /// `dereg`.
-    pub(crate) fn flush(&mut self, dereg: &mut Vec<(usize, RegId)>) {
+    /// Ends caching (finalize): every entry is dropped (their
+    /// deregistrations go to `dereg`) and the watcher handle released, so
+    /// its thread and descriptors end with the last PML.
+    pub(crate) fn close(&mut self, dereg: &mut Vec<(usize, RegId)>) {
         let keys: Vec<_> = self
             .caches
             .iter()
             .enumerate()
-            .flat_map(|(b, c)| {
-                c.entries
-                    .iter()
-                    .filter(|(_, e)| e.refs == 0)
-                    .map(move |(&k, _)| (b, k))
-            })
+            .flat_map(|(b, c)| c.entries.keys().map(move |&k| (b, k)))
             .collect();
         for (b, k) in keys {
             self.drop_entry(b, k, dereg);
         }
+        self.watch = None;
+        self.wanted = false;
     }
 }
 

@@ -447,7 +447,35 @@ fn main() {
         protocols(&universe, &world);
     }
     world.barrier().unwrap();
-    if world.rank() == 0 {
+    let rank = world.rank();
+    drop(world);
+    drop(universe);
+    // Finalized: the memory watcher's thread and descriptor are gone.
+    let threads: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    check!(
+        !threads.iter().any(|t| t == "oxmpi-memwatch"),
+        "the memory watcher outlived finalize: {threads:?}"
+    );
+    let uffd = std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|f| std::fs::read_link(f.path()).ok())
+                .filter(|l| l.to_string_lossy().contains("userfaultfd"))
+                .count()
+        })
+        .unwrap_or(0);
+    check!(
+        uffd == 0,
+        "{uffd} userfaultfd descriptor(s) outlived finalize"
+    );
+    if rank == 0 {
         println!("p2p_suite ok");
     }
 }
