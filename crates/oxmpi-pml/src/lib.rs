@@ -38,6 +38,8 @@ const POLLS_PER_LOCK: u32 = 16;
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
     inner: Mutex<Ob1<B>>,
     spin: u32,
+    /// Progress passes per lock acquisition while spinning.
+    batch: u32,
 }
 
 impl<B: ?Sized + Btl> std::fmt::Debug for Pml<B> {
@@ -50,10 +52,23 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// Wraps a protocol engine. `oversubscribed`: more ranks than cores,
     /// so blocking waits yield at once instead of spinning.
     pub fn new(ob1: Ob1<B>, spin_count: u32, oversubscribed: bool) -> Pml<B> {
+        let spin = if oversubscribed { 0 } else { spin_count };
         Pml {
             inner: Mutex::new(ob1),
-            spin: if oversubscribed { 0 } else { spin_count },
+            spin,
+            batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
         }
+    }
+
+    /// For `MPI_THREAD_MULTIPLE`: a waiting thread holds the lock for one
+    /// progress pass at a time, so other threads are not kept waiting
+    /// behind a batch of polls (measured: with two threads per rank,
+    /// batches made 4 KiB latency 0.7 -> 1.1 us).
+    pub fn multithreaded(mut self, yes: bool) -> Self {
+        if yes {
+            self.batch = 1;
+        }
+        self
     }
 
     /// Runs `f` with the engine locked.
@@ -73,7 +88,7 @@ impl<B: ?Sized + Btl> Pml<B> {
         let mut polls = 0u32;
         // While spinning, several polls run under one lock acquisition (the
         // lock is released between batches so other threads get their turn).
-        let batch = if self.spin > 0 { POLLS_PER_LOCK } else { 1 };
+        let batch = self.batch;
         loop {
             let out = self.with(|o| {
                 if let Some(v) = cond(o) {
@@ -218,8 +233,8 @@ impl<B: ?Sized + Btl> Pml<B> {
                 return Ok(Ok(st));
             }
             // The first batch of polls under the same lock acquisition.
-            if self.spin > 0 {
-                for _ in 0..POLLS_PER_LOCK {
+            if self.batch > 1 {
+                for _ in 0..self.batch {
                     if o.progress() > 0 {
                         if let Some(st) = o.test(id)? {
                             return Ok(Ok(st));

@@ -156,7 +156,11 @@ impl Runtime {
         let async_progress = reg.get_bool(mca::MPI_ASYNC_PROGRESS).unwrap_or(false)
             || reg.get_bool("pml_ob1_progress_thread").unwrap_or(false);
         let rt = Runtime {
-            pml: Arc::new(Pml::new(ob1, spin, oversubscribed)),
+            // Threads share the lock (the user's, or the progress thread).
+            pml: Arc::new(
+                Pml::new(ob1, spin, oversubscribed)
+                    .multithreaded(level == ThreadLevel::Multiple || async_progress),
+            ),
             driver: Default::default(),
             rank,
             size,
