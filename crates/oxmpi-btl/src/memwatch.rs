@@ -99,6 +99,9 @@ struct Shared {
 struct Inner {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// The process that started it (a forked child has no reader thread
+    /// and must start its own watcher).
+    pid: u32,
 }
 
 impl Drop for Inner {
@@ -142,7 +145,9 @@ impl MemWatch {
     pub fn get() -> Result<MemWatch, String> {
         let mut slot = lock(&PROCESS);
         if let Some(inner) = slot.upgrade() {
-            return Ok(MemWatch { inner });
+            if inner.pid == std::process::id() {
+                return Ok(MemWatch { inner });
+            }
         }
         let inner = Arc::new(Self::start()?);
         *slot = Arc::downgrade(&inner);
@@ -193,6 +198,7 @@ impl MemWatch {
         Ok(Inner {
             shared,
             thread: Some(thread),
+            pid: std::process::id(),
         })
     }
 
@@ -202,12 +208,9 @@ impl MemWatch {
     pub fn watch(&self, start: usize, len: usize) -> bool {
         let s = &self.inner.shared;
         let mut w = lock(&s.watched);
-        if let Some((end, n)) = w.get_mut(&start) {
-            if *end == start + len {
-                *n += 1;
-                return true;
-            }
-        }
+        // Registered with the kernel every time, even when counted already:
+        // the memory there may be a new mapping (the old one released while
+        // still counted), and registering a registered range is a no-op.
         let mut reg = UffdioRegister {
             range: UffdioRange {
                 start: start as u64,
@@ -234,8 +237,8 @@ impl MemWatch {
             return false;
         }
         match w.get_mut(&start) {
-            // Same start, another length: the longer one is kept (both are
-            // registered; only the count decides when to unregister).
+            // Same start (another length: the longer one is kept; both are
+            // registered, only the count decides when to unregister).
             Some((end, n)) => {
                 *end = (*end).max(start + len);
                 *n += 1;

@@ -129,3 +129,38 @@ fn memory_that_cannot_be_watched_says_so() {
         "read-only file-backed data cannot be watched"
     );
 }
+
+#[test]
+fn a_new_mapping_where_a_counted_watch_was_is_watched_again() {
+    let w = MemWatch::get().expect("userfaultfd works here");
+    let len = 8 * PAGE;
+    let a = anon(len);
+    assert!(w.watch(a, len));
+    let mut seen = w.cursor();
+    // Released while its watch is still counted (a cache entry in use).
+    // SAFETY: the mapping is ours and nothing refers to it.
+    unsafe { munmap(a as *mut _, len) }.unwrap();
+    assert!(released(&w, &mut seen, a, len));
+    // New memory at the same address, watched again: its release must be
+    // reported too (the kernel forgot the old registration).
+    // SAFETY: the range was ours and is unmapped; MAP_FIXED takes it back.
+    let b = unsafe {
+        mmap_anonymous(
+            a as *mut _,
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::FIXED,
+        )
+    }
+    .unwrap() as usize;
+    assert_eq!(a, b);
+    assert!(w.watch(a, len));
+    // SAFETY: as above.
+    unsafe { munmap(a as *mut _, len) }.unwrap();
+    assert!(
+        released(&w, &mut seen, a, len),
+        "the new mapping's release was not reported"
+    );
+    w.unwatch(a, len);
+    w.unwatch(a, len);
+}
