@@ -112,6 +112,21 @@ struct UnexpNode<M> {
     links: [Link; 4],
 }
 
+impl<M> UnexpNode<M> {
+    /// The message, out of the engine, as the caller sees it.
+    fn into_handle(self, context: u32) -> MessageHandle<M> {
+        MessageHandle {
+            envelope: Envelope {
+                context,
+                source: self.source,
+                tag: self.tag,
+            },
+            len: self.len,
+            msg: self.msg,
+        }
+    }
+}
+
 impl<M> Node for UnexpNode<M> {
     fn link(&self, which: usize) -> Link {
         self.links[which]
@@ -602,18 +617,7 @@ impl<R, M> Engine<R, M> {
         }
         let unexpected = order
             .into_iter()
-            .map(|(_, idx)| {
-                let n = store.unexp.remove(idx);
-                MessageHandle {
-                    envelope: Envelope {
-                        context,
-                        source: n.source,
-                        tag: n.tag,
-                    },
-                    len: n.len,
-                    msg: n.msg,
-                }
-            })
+            .map(|(_, idx)| store.unexp.remove(idx).into_handle(context))
             .collect();
         store.totals.subtract(&ctx.stats);
         Ok(RemovedContext { posted, unexpected })
@@ -836,15 +840,7 @@ impl<R, M> Engine<R, M> {
             return Ok(None);
         };
         let n = ctx.remove_unexpected(&mut self.store, idx);
-        Ok(Some(ProbeOutcome::Found(MessageHandle {
-            envelope: Envelope {
-                context,
-                source: n.source,
-                tag: n.tag,
-            },
-            len: n.len,
-            msg: n.msg,
-        })))
+        Ok(Some(ProbeOutcome::Found(n.into_handle(context))))
     }
 
     /// Takes out the earliest unexpected message from `source` with `tag`
@@ -865,16 +861,10 @@ impl<R, M> Engine<R, M> {
         while cur != NIL {
             let node = self.store.unexp.get(cur);
             if node.source == source && node.tag == tag && pred(&node.msg) {
-                let n = ctx.remove_unexpected(&mut self.store, cur);
-                return Some(MessageHandle {
-                    envelope: Envelope {
-                        context,
-                        source: n.source,
-                        tag: n.tag,
-                    },
-                    len: n.len,
-                    msg: n.msg,
-                });
+                return Some(
+                    ctx.remove_unexpected(&mut self.store, cur)
+                        .into_handle(context),
+                );
             }
             cur = node.links[EXACT].next;
         }
