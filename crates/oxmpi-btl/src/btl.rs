@@ -340,14 +340,28 @@ impl RemoteKey {
     }
 
     /// The key for `[offset, offset+len)` of a [`RemoteKey::with_part`] key
-    /// (offsets relative to its part); `None` when malformed or outside it.
-    pub fn narrow(&self, id_len: usize, offset: usize, len: usize) -> Option<RemoteKey> {
-        let (id, base, plen) = self.part(id_len)?;
-        let end = (offset as u64).checked_add(len as u64)?;
-        if end > plen {
-            return None;
-        }
-        RemoteKey::with_part(id, base.checked_add(offset as u64)?, len as u64)
+    /// (offsets relative to its part), for [`Btl::sub_key`] of BTL `btl`;
+    /// an error when malformed or outside the part.
+    pub fn narrow(
+        &self,
+        btl: &str,
+        id_len: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<RemoteKey, BtlError> {
+        let narrowed = || {
+            let (id, base, plen) = self.part(id_len)?;
+            let end = (offset as u64).checked_add(len as u64)?;
+            if end > plen {
+                return None;
+            }
+            RemoteKey::with_part(id, base.checked_add(offset as u64)?, len as u64)
+        };
+        narrowed().ok_or_else(|| {
+            BtlError::Invalid(format!(
+                "{btl}: {len} bytes at {offset} leave the registration"
+            ))
+        })
     }
 
     /// Resolves `[offset, offset+len)` of a [`RemoteKey::with_part`] key

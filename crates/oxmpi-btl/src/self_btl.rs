@@ -235,11 +235,7 @@ impl Btl for SelfBtl {
         offset: usize,
         len: usize,
     ) -> Result<RemoteKey, BtlError> {
-        reg.key.narrow(8, offset, len).ok_or_else(|| {
-            BtlError::Invalid(format!(
-                "self: {len} bytes at {offset} leave the registration"
-            ))
-        })
+        reg.key.narrow("self", 8, offset, len)
     }
 
     fn deregister_mem(&mut self, id: RegId) {

@@ -548,11 +548,7 @@ impl Btl for SimBtl {
         offset: usize,
         len: usize,
     ) -> Result<RemoteKey, BtlError> {
-        reg.key.narrow(12, offset, len).ok_or_else(|| {
-            BtlError::Invalid(format!(
-                "sim: {len} bytes at {offset} leave the registration"
-            ))
-        })
+        reg.key.narrow("sim", 12, offset, len)
     }
 
     fn deregister_mem(&mut self, id: RegId) {
