@@ -36,6 +36,11 @@ use std::thread::JoinHandle;
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags};
 use rustix::mm::{userfaultfd, UserfaultfdFlags};
 
+/// The system's page size (watches are whole pages).
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
 /// Records kept for subscribers that fall behind.
 const RING: usize = 1024;
 
@@ -106,6 +111,14 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // A forked child's copy: the reader thread is its parent's (the
+            // eventfd is shared with it), so leave both alone.
+            if let Some(t) = self.thread.take() {
+                std::mem::forget(t);
+            }
+            return;
+        }
         // Wake the reader; it sees `stop` readable and returns.
         let _ = rustix::io::write(&self.shared.stop, &1u64.to_ne_bytes());
         if let Some(t) = self.thread.take() {
@@ -282,7 +295,8 @@ impl MemWatch {
         if at < end {
             gaps.push((at, end));
         }
-        drop(w);
+        // Unregistered under the lock: a `watch` of the same pages between
+        // the count and the ioctl would otherwise lose its registration.
         for (a, b) in gaps {
             let mut range = UffdioRange {
                 start: a as u64,
@@ -298,6 +312,12 @@ impl MemWatch {
                 )
             };
         }
+    }
+
+    /// Whether this handle belongs to the running process (not a copy a
+    /// forked child inherited, whose watcher runs in the parent).
+    pub fn is_current(&self) -> bool {
+        self.inner.pid == std::process::id()
     }
 
     /// Where a new subscriber starts reading.
@@ -330,8 +350,11 @@ impl MemWatch {
             f(a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
         }
         // A record read above may have been overwritten meanwhile (the
-        // reader lapped us): then what we read is unreliable.
-        if s.head.load(Ordering::Acquire).wrapping_sub(*seen) > RING as u64 {
+        // reader lapped us, or was writing the slot of `*seen` for record
+        // `*seen + RING`): then what we read is unreliable. The fence keeps
+        // the slot loads before this check.
+        std::sync::atomic::fence(Ordering::Acquire);
+        if s.head.load(Ordering::Acquire).wrapping_sub(*seen) >= RING as u64 {
             *seen = s.head.load(Ordering::Acquire);
             return Err(Overflow);
         }
@@ -393,11 +416,12 @@ fn record(s: &Shared, m: &[u8; 32]) {
         EVENT_PAGEFAULT => {
             // Never expected (no page is protected); should one come, lift
             // the protection so the faulting thread goes on.
-            let page = u64_at(m, 16) & !4095;
+            let ps = page_size() as u64;
+            let page = u64_at(m, 16) & !(ps - 1);
             let mut wp = UffdioWriteprotect {
                 range: UffdioRange {
                     start: page,
-                    len: 4096,
+                    len: ps,
                 },
                 mode: 0,
             };

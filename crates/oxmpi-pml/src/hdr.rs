@@ -18,8 +18,8 @@
 //! PUT   (33+k) send_req:u64 recv_req:u64 offset:u64 len:u64 key_len:u8 key
 //! FIN   (20)  req:u64 size:u64 status:i32
 //! CREDIT (8)  bytes:u64
-//! CANCEL (20) send_req:u64 ctx:u16 pad:u16 src:u32 tag:i32
-//! CANCEL_ACK (12) send_req:u64 cancelled:u32
+//! CANCEL (20) send_req:u64 ctx:u16 seq:u16 src:u32 tag:i32
+//! CANCEL_ACK (12) send_req:u64 seq:u16 cancelled:u16
 //! ```
 //!
 //! A MATCH header is 12 bytes so that, behind an 8-byte ring header, 44
@@ -223,12 +223,15 @@ pub enum Hdr {
         bytes: u64,
     },
     /// The sender cancels its rendezvous `send_req` (envelope `ctx`, `src`,
-    /// `tag`, so the receiver finds it among its unexpected messages).
+    /// `tag`, so the receiver finds it among its unexpected messages; `seq`,
+    /// so a persistent request's late CANCEL never hits its next round).
     Cancel {
         /// The sender's request.
         send_req: ReqRef,
         /// Communicator context id.
         ctx: u16,
+        /// The rendezvous' sequence number.
+        seq: u16,
         /// Sender's rank in the communicator.
         src: u32,
         /// MPI tag.
@@ -238,6 +241,8 @@ pub enum Hdr {
     CancelAck {
         /// The sender's request.
         send_req: ReqRef,
+        /// The sequence number the CANCEL named.
+        seq: u16,
         /// The message was still unmatched and is gone.
         cancelled: bool,
     },
@@ -501,17 +506,18 @@ impl Hdr {
             HdrType::Cancel => {
                 let send_req = r.req();
                 let ctx = r.u16();
-                let _pad = r.u16();
                 Hdr::Cancel {
                     send_req,
                     ctx,
+                    seq: r.u16(),
                     src: r.u32(),
                     tag: r.i32(),
                 }
             }
             HdrType::CancelAck => Hdr::CancelAck {
                 send_req: r.req(),
-                cancelled: r.u32() != 0,
+                seq: r.u16(),
+                cancelled: r.u16() != 0,
             },
         };
         let at = r.at;
@@ -602,21 +608,24 @@ impl Hdr {
             Hdr::Cancel {
                 send_req,
                 ctx,
+                seq,
                 src,
                 tag,
             } => {
                 w.req(*send_req);
                 w.u16(*ctx);
-                w.u16(0);
+                w.u16(*seq);
                 w.u32(*src);
                 w.i32(*tag);
             }
             Hdr::CancelAck {
                 send_req,
+                seq,
                 cancelled,
             } => {
                 w.req(*send_req);
-                w.u32(u32::from(*cancelled));
+                w.u16(*seq);
+                w.u16(u16::from(*cancelled));
             }
         }
         debug_assert_eq!(w.at, n);

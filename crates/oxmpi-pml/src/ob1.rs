@@ -355,16 +355,22 @@ enum Action {
     Rndv(ReqRef),
     Drive(ReqRef),
     Start(ReqRef),
-    Put {
-        send_req: ReqRef,
-        recv_req: ReqRef,
-        offset: usize,
-        len: usize,
-        key: RemoteKey,
-        /// The BTL the request arrived on (its key is that BTL's).
-        btl: usize,
-    },
+    Put(PutAsk),
     Get(ReqRef),
+}
+
+/// A receiver's PUT request, to run.
+#[derive(Clone, Copy, Debug)]
+struct PutAsk {
+    send_req: ReqRef,
+    recv_req: ReqRef,
+    offset: usize,
+    len: usize,
+    key: RemoteKey,
+    /// The BTL the request arrived on (its key is that BTL's).
+    btl: usize,
+    /// The world rank that asked.
+    peer: u32,
 }
 
 #[derive(Debug)]
@@ -1335,6 +1341,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 let hdr = Hdr::Cancel {
                     send_req: r,
                     ctx: s.ctx,
+                    seq: s.seq,
                     src: st.comms[usize::from(s.ctx)].as_ref().map_or(0, |c| c.me),
                     tag: s.tag,
                 };
@@ -1443,14 +1450,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             Action::Start(r) => self.start_send(r),
             Action::Rndv(r) => self.rndv_matched(r),
             Action::Get(r) => self.issue_get(r),
-            Action::Put {
-                send_req,
-                recv_req,
-                offset,
-                len,
-                key,
-                btl,
-            } => self.issue_put(send_req, recv_req, offset, len, key, btl),
+            Action::Put(ask) => self.issue_put(ask),
         }
     }
 
@@ -1761,15 +1761,16 @@ impl<B: ?Sized + Btl> Ob1<B> {
         }
     }
 
-    fn issue_put(
-        &mut self,
-        send_req: ReqRef,
-        recv_req: ReqRef,
-        offset: usize,
-        len: usize,
-        key: RemoteKey,
-        via: usize,
-    ) {
+    fn issue_put(&mut self, ask: PutAsk) {
+        let PutAsk {
+            send_req,
+            recv_req,
+            offset,
+            len,
+            key,
+            btl: via,
+            peer: asker,
+        } = ask;
         let Self { btls, st } = self;
         let Some(Req {
             kind: Kind::Send(s),
@@ -1777,6 +1778,17 @@ impl<B: ?Sized + Btl> Ob1<B> {
             ..
         }) = st.reqs.get_mut(send_req)
         else {
+            // Nothing to put from (the send ended or never was): say so, or
+            // the receiver would wait for these bytes forever.
+            st.counters.bad_fragments += 1;
+            st.actions.push_back(Action::Ctl {
+                peer: asker,
+                hdr: Hdr::Fin {
+                    req: recv_req,
+                    size: 0,
+                    status: ErrClass::Intern.code(),
+                },
+            });
             return;
         };
         let Some(local) = s.buf.contig().and_then(|g| g.slice(offset, len)) else {
@@ -1812,14 +1824,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             Err(BtlError::NoResource) => {
                 st.free_tok(tok);
                 st.counters.no_resource += 1;
-                st.pending.push_back(Action::Put {
-                    send_req,
-                    recv_req,
-                    offset,
-                    len,
-                    key,
-                    btl: via,
-                });
+                st.pending.push_back(Action::Put(ask));
             }
             Err(e) => {
                 st.free_tok(tok);
@@ -1942,6 +1947,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                         let hdr = Hdr::Cancel {
                             send_req: r,
                             ctx: s.ctx,
+                            seq: s.seq,
                             src: self.st.comms[usize::from(s.ctx)]
                                 .as_ref()
                                 .map_or(0, |c| c.me),
@@ -2926,7 +2932,15 @@ impl BtlSink for Sink<'_> {
                 s.end_off = off + len;
                 s.put_expect = off - s.first_len;
                 if s.proto == Proto::Rget {
-                    // The receiver declined the get: pipeline instead.
+                    // The receiver declined the get: pipeline instead. If
+                    // the ACK covers only part of the message, the rest
+                    // comes by puts it asked for (a split or striped
+                    // transfer, possibly over other links and not yet
+                    // here): the send then ends only with the receiver's
+                    // FIN.
+                    if off + len < s.len {
+                        s.split = true;
+                    }
                     s.proto = Proto::Rndv;
                     if s.rget_open {
                         s.rget_open = false;
@@ -2990,14 +3004,18 @@ impl BtlSink for Sink<'_> {
                         s.split = true;
                     }
                 }
-                st.actions.push_back(Action::Put {
+                let Some(peer) = st.peer_by_ep(self.btl, ep) else {
+                    return;
+                };
+                st.actions.push_back(Action::Put(PutAsk {
                     send_req,
                     recv_req,
                     offset: offset as usize,
                     len: len as usize,
                     key,
                     btl: self.btl,
-                });
+                    peer,
+                }));
             }
             Hdr::Fin { req, size, status } => match st.reqs.get_mut(req) {
                 Some(Req {
@@ -3038,6 +3056,7 @@ impl BtlSink for Sink<'_> {
             Hdr::Cancel {
                 send_req,
                 ctx,
+                seq,
                 src,
                 tag,
             } => {
@@ -3056,7 +3075,7 @@ impl BtlSink for Sink<'_> {
                                 kind: UnexpKind::Rndv { hdr, .. },
                                 peer: p,
                                 ..
-                            })) if *p == peer && hdr.send_req == send_req
+                            })) if *p == peer && hdr.send_req == send_req && hdr.m.seq == seq
                         )
                     });
                 let cancelled = match taken.and_then(|h| st.free_unexp(h.msg)) {
@@ -3074,19 +3093,25 @@ impl BtlSink for Sink<'_> {
                     peer,
                     hdr: Hdr::CancelAck {
                         send_req,
+                        seq,
                         cancelled,
                     },
                 });
             }
             Hdr::CancelAck {
                 send_req,
+                seq,
                 cancelled,
             } => {
                 let Some(q) = st.reqs.get_mut(send_req) else {
                     st.counters.bad_fragments += 1;
                     return;
                 };
+                // Only the answer to a CANCEL of this round counts.
                 if let (false, Kind::Send(s)) = (q.done, &mut q.kind) {
+                    if !s.cancel_sent || s.seq != seq {
+                        return;
+                    }
                     s.cancel_sent = false;
                     if cancelled {
                         s.cancelled = true;

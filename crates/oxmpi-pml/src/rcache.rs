@@ -25,9 +25,7 @@ use std::collections::BTreeMap;
 
 use oxmpi_btl::btl::{Access, Btl, BtlError, RegId, Registration, RemoteKey};
 use oxmpi_btl::mem::MemRegion;
-use oxmpi_btl::memwatch::MemWatch;
-
-const PAGE: usize = 4096;
+use oxmpi_btl::memwatch::{page_size, MemWatch};
 
 /// Counters of the cache, readable by programs and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -117,6 +115,15 @@ impl Rcache {
     /// (and caching off from then on, with one message) when the kernel
     /// cannot report released memory.
     fn watcher(&mut self) -> Option<MemWatch> {
+        if self.watch.as_ref().is_some_and(|w| !w.is_current()) {
+            // A forked child: its parent's watcher does not see this
+            // process; nothing here is cached any more.
+            self.wanted = false;
+            self.watch = None;
+            for c in &mut self.caches {
+                c.entries.clear();
+            }
+        }
         if self.watch.is_none() && self.wanted {
             match MemWatch::get() {
                 Ok(w) => {
@@ -178,7 +185,8 @@ impl Rcache {
                 key,
             ));
         }
-        let pages = (addr & !(PAGE - 1), (end + PAGE - 1) & !(PAGE - 1));
+        let page = page_size();
+        let pages = (addr & !(page - 1), (end + page - 1) & !(page - 1));
         if !watch.watch(pages.0, pages.1 - pages.0) {
             return self.uncached(btl, b, region, access);
         }
@@ -261,12 +269,13 @@ impl Rcache {
         }
         let mut hit = Vec::new();
         let caches = &self.caches;
+        let page = page_size();
         let r = watch.changes(&mut self.seen, |start, end| {
             for (b, c) in caches.iter().enumerate() {
                 // Overlap of the watched pages (a page shared with the
                 // region counts: the kernel releases whole pages).
-                let lo = start.saturating_sub(c.max_len + PAGE);
-                let hi = end.saturating_add(PAGE);
+                let lo = start.saturating_sub(c.max_len + page);
+                let hi = end.saturating_add(page);
                 for (&k, e) in c.entries.range((lo, 0)..(hi, 0)) {
                     if e.pages.0 < end && e.pages.1 > start {
                         hit.push((b, k));

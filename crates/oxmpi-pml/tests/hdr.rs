@@ -98,17 +98,26 @@ fn hdr() -> impl Strategy<Value = Hdr> {
             status
         }),
         any::<u64>().prop_map(|bytes| Hdr::Credit { bytes }),
-        (any::<u64>(), any::<u16>(), any::<u32>(), any::<i32>()).prop_map(|(r, ctx, src, tag)| {
-            Hdr::Cancel {
+        (
+            any::<u64>(),
+            any::<u16>(),
+            any::<u16>(),
+            any::<u32>(),
+            any::<i32>()
+        )
+            .prop_map(|(r, ctx, seq, src, tag)| Hdr::Cancel {
                 send_req: ReqRef::from_u64(r),
                 ctx,
+                seq,
                 src,
                 tag,
+            }),
+        (any::<u64>(), any::<u16>(), any::<bool>()).prop_map(|(r, seq, cancelled)| {
+            Hdr::CancelAck {
+                send_req: ReqRef::from_u64(r),
+                seq,
+                cancelled,
             }
-        }),
-        (any::<u64>(), any::<bool>()).prop_map(|(r, cancelled)| Hdr::CancelAck {
-            send_req: ReqRef::from_u64(r),
-            cancelled,
         }),
     ]
 }

@@ -2,6 +2,8 @@
 //! one process over the simulated BTL (plus `self`), asserting the data and
 //! the protocol counters.
 
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use oxmpi_btl::btl::{
@@ -22,6 +24,17 @@ struct Masked<B: Btl> {
     extra: Caps,
     /// PUT and/or GET here fail (an I/O error from the call).
     fail: Caps,
+    /// Control messages of this active-message tag are held back (sent
+    /// by a later progress call once `Hold::release` is set).
+    hold: Option<Rc<Hold>>,
+}
+
+/// Control messages a [`Masked`] BTL holds back.
+#[derive(Default)]
+struct Hold {
+    tag: u8,
+    frames: RefCell<Vec<(Endpoint, AmTag, Vec<u8>)>>,
+    release: Cell<bool>,
 }
 
 impl<B: Btl> Btl for Masked<B> {
@@ -66,6 +79,10 @@ impl<B: Btl> Btl for Masked<B> {
         self.inner.send(desc, tag, token)
     }
     fn sendi(&mut self, ep: Endpoint, tag: AmTag, parts: &[&[u8]]) -> Result<(), BtlError> {
+        if let Some(h) = self.hold.as_ref().filter(|h| h.tag == tag.0) {
+            h.frames.borrow_mut().push((ep, tag, parts.concat()));
+            return Ok(());
+        }
         self.inner.sendi(ep, tag, parts)
     }
     fn register_mem(
@@ -116,6 +133,11 @@ impl<B: Btl> Btl for Masked<B> {
         self.inner.get(ep, local, remote, remote_offset, token)
     }
     fn progress(&mut self, sink: &mut dyn BtlSink) -> usize {
+        if let Some(h) = self.hold.as_ref().filter(|h| h.release.get()) {
+            for (ep, tag, bytes) in h.frames.borrow_mut().drain(..) {
+                self.inner.sendi(ep, tag, &[&bytes]).unwrap();
+            }
+        }
         self.inner.progress(sink)
     }
     fn has_work(&self) -> bool {
@@ -171,6 +193,7 @@ fn world_failing(
                 keep,
                 extra,
                 fail,
+                hold: None,
             }),
         ];
         let mut o = Ob1::new(pml.clone(), r as u32, btls, &peers).unwrap();
@@ -1019,16 +1042,21 @@ fn world_two_links(bw: [u32; 2], keep: Caps, pml: PmlConfig) -> World {
 }
 
 fn world_two_links_with(base: SimConfig, bw: [u32; 2], keep: Caps, pml: PmlConfig) -> World {
-    let nets: Vec<SimNet> = bw
-        .iter()
-        .enumerate()
-        .map(|(i, &b)| {
-            let mut c = base;
-            c.seed += i as u64;
-            c.limits.bandwidth = b;
-            SimNet::new(c)
-        })
-        .collect();
+    let cfg = |i: usize| SimConfig {
+        seed: base.seed + i as u64,
+        limits: Limits {
+            bandwidth: bw[i],
+            ..base.limits
+        },
+        ..base
+    };
+    world_links([cfg(0), cfg(1)], keep, Caps::NONE, pml)
+}
+
+/// Two ranks joined by two simulated networks configured by `cfgs`, whose
+/// modules refuse the operations in `fail`.
+fn world_links(cfgs: [SimConfig; 2], keep: Caps, fail: Caps, pml: PmlConfig) -> World {
+    let nets: Vec<SimNet> = cfgs.iter().map(|&c| SimNet::new(c)).collect();
     let mut mods: Vec<Vec<_>> = Vec::new();
     let mut cards: Vec<Vec<Option<Vec<u8>>>> = vec![vec![None]; 2];
     for r in 0..2u32 {
@@ -1054,7 +1082,8 @@ fn world_two_links_with(base: SimConfig, bw: [u32; 2], keep: Caps, pml: PmlConfi
                 inner: m,
                 keep,
                 extra: Caps::NONE,
-                fail: Caps::NONE,
+                fail,
+                hold: None,
             }));
         }
         let mut o = Ob1::new(pml.clone(), r as u32, btls, &peers).unwrap();
@@ -1279,4 +1308,126 @@ fn cancel_of_a_send_still_queued_leaves_no_hole_in_the_sequence() {
         .is_none());
     // And traffic goes on.
     transfer(&mut w, 10, SendMode::Standard);
+}
+
+#[test]
+fn a_failed_get_with_a_striped_part_still_waiting_keeps_the_send_open() {
+    // The receiver's get fails (it falls back to the pipeline for its own
+    // part, by an ACK on the fast link) while the other link's part is
+    // asked for by a PUT request on a slow link: the ACK arrives first. The
+    // send must still wait for the receiver's FIN, and all bytes arrive.
+    let slow = SimConfig {
+        seed: 2,
+        latency_ns: 5_000_000,
+        ..SimConfig::default()
+    };
+    let pml = PmlConfig {
+        rdma_split_min: 0,
+        ..PmlConfig::default()
+    };
+    let mut w = world_links([SimConfig::default(), slow], all_caps(), Caps::GET, pml);
+    let len = 64 * 1024;
+    let mut src = Mem::pattern(len, 8);
+    let mut dst = Mem::zeros(len);
+    let s = w.ranks[0]
+        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap();
+    let ss = w.wait(0, s);
+    assert!(ss.error.is_none(), "{ss:?}");
+    let rs = w.wait(1, r);
+    assert!(rs.error.is_none(), "{rs:?}");
+    assert_eq!(src.0, dst.0);
+    assert_eq!(w.ranks[1].counters().rdma_striped, 1);
+}
+
+#[test]
+fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
+    // Round 1 is cancelled after the receiver matched it, and its CANCEL
+    // is held back in the network until round 2's rendezvous waits
+    // unexpected at the receiver: that CANCEL must not drop round 2.
+    let net = SimNet::new(SimConfig::default());
+    let hold = Rc::new(Hold {
+        tag: 73, // CANCEL
+        ..Hold::default()
+    });
+    let mut mods: Vec<_> = (0..2).map(|r| Some(net.module(r))).collect();
+    let cards: Vec<Option<Vec<u8>>> = mods
+        .iter()
+        .map(|m| m.as_ref().map(|m| m.business_card()))
+        .collect();
+    let peers: Vec<PeerDesc> = (0..2)
+        .map(|r| PeerDesc {
+            local: false,
+            cards: vec![None, cards[r].clone()],
+        })
+        .collect();
+    let mut ranks = Vec::new();
+    for r in 0..2u32 {
+        let btls: Vec<Box<dyn Btl>> = vec![
+            Box::new(SelfBtl::new(r, DEFAULT_LIMITS)),
+            Box::new(Masked {
+                inner: mods[r as usize].take().unwrap(),
+                keep: all_caps(),
+                extra: Caps::NONE,
+                fail: Caps::NONE,
+                hold: (r == 0).then(|| Rc::clone(&hold)),
+            }),
+        ];
+        let mut o = Ob1::new(PmlConfig::default(), r, btls, &peers).unwrap();
+        o.add_comm(CTX, vec![0, 1], r).unwrap();
+        ranks.push(o);
+    }
+    let mut w = World {
+        net,
+        extra: Vec::new(),
+        ranks,
+    };
+    let len = 100 * 1024;
+    let mut src = Mem::pattern(len, 1);
+    let s = w.ranks[0]
+        .send_init(src.buf(), 1, 3, CTX, SendMode::Synchronous)
+        .unwrap();
+    // Round 1: the rendezvous waits unexpected, the user cancels, and the
+    // receiver matches before the (held) CANCEL arrives.
+    w.ranks[0].start(s).unwrap();
+    w.run_until(|w| w.ranks[1].counters().unexpected == 1);
+    w.ranks[0].cancel(s).unwrap();
+    assert_eq!(hold.frames.borrow().len(), 1, "the CANCEL is held");
+    let mut dst = Mem::zeros(len);
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(3), CTX)
+        .unwrap();
+    assert!(!w.wait(1, r).cancelled);
+    assert!(
+        !w.wait(0, s).cancelled,
+        "round 1 was matched: not cancelled"
+    );
+    assert_eq!(src.0, dst.0);
+    // Round 2 waits unexpected; now round 1's CANCEL arrives.
+    w.ranks[0].start(s).unwrap();
+    w.run_until(|w| w.ranks[1].counters().unexpected == 2);
+    hold.release.set(true);
+    for _ in 0..100 {
+        w.ranks[0].progress();
+        w.ranks[1].progress();
+        w.net.advance_to_next();
+    }
+    assert!(hold.frames.borrow().is_empty(), "the CANCEL was released");
+    assert_eq!(
+        w.ranks[1].counters().sends_cancelled,
+        0,
+        "round 2 was dropped"
+    );
+    let mut dst = Mem::zeros(len);
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(3), CTX)
+        .unwrap();
+    let rs = w.wait(1, r);
+    let ss = w.wait(0, s);
+    assert!(!ss.cancelled && !rs.cancelled);
+    assert_eq!(src.0, dst.0);
+    w.ranks[0].request_free(s).unwrap();
 }
