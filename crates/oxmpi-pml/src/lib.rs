@@ -200,24 +200,21 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// `MPI_Waitall`: every request completes (even after one failed),
     /// outcomes in order.
     pub fn wait_all(&self, ids: &[ReqId]) -> Vec<Result<Status, PmlError>> {
-        let mut out: Vec<Option<Result<Status, PmlError>>> = vec![None; ids.len()];
-        let mut left = ids.len();
-        // Each pass tests every pending request under one lock (not one
-        // lock per request), progressing between passes.
+        let mut out: Vec<Result<Status, PmlError>> = Vec::with_capacity(ids.len());
+        // Requests are taken in order: each pass tests from the first one
+        // not taken yet and stops at one that is still incomplete (every one
+        // must complete anyway, and completion never waits for a test), so a
+        // pass costs one test, not one per pending request.
         self.wait_until(|o| {
-            for (slot, &id) in out.iter_mut().zip(ids) {
-                if slot.is_none() {
-                    if let Some(r) = o.test(id).transpose() {
-                        *slot = Some(r);
-                        left -= 1;
-                    }
+            while let Some(&id) = ids.get(out.len()) {
+                match o.test(id).transpose() {
+                    Some(r) => out.push(r),
+                    None => return None,
                 }
             }
-            (left == 0).then_some(())
+            Some(())
         });
-        out.into_iter()
-            .map(|r| r.expect("every request completed"))
-            .collect()
+        out
     }
 
     /// Starts a request with `start` and tests it under the same lock (an
