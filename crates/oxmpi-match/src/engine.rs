@@ -209,9 +209,14 @@ fn bucket_push<T: Node>(
         .push_back(slab, which, idx);
 }
 
-/// Unlinks `idx` from bucket `key`; drops the bucket when it empties so
-/// distinct keys cannot grow the map forever (hashbrown keeps its capacity,
-/// so re-adding a bucket does not allocate).
+/// Empty buckets a map keeps (an `(source, tag)` used over and over then
+/// costs one lookup per post and per match, not an insert and a removal).
+const KEEP_EMPTY_BUCKETS: usize = 64;
+
+/// Unlinks `idx` from bucket `key`. An emptied bucket stays while the map
+/// is small; past [`KEEP_EMPTY_BUCKETS`] buckets it is dropped, so distinct
+/// keys cannot grow the map forever (hashbrown keeps its capacity, so
+/// re-adding a bucket does not allocate).
 fn bucket_unlink<T: Node>(
     map: &mut FxHashMap<u64, List>,
     key: u64,
@@ -221,7 +226,7 @@ fn bucket_unlink<T: Node>(
 ) {
     let bucket = map.get_mut(&key).expect("entry without its bucket");
     bucket.unlink(slab, which, idx);
-    if bucket.is_empty() {
+    if bucket.is_empty() && map.len() > KEEP_EMPTY_BUCKETS {
         map.remove(&key);
     }
 }
@@ -238,6 +243,9 @@ struct Context {
     posted_exact: FxHashMap<u64, List>,
     /// Posted `(ANY_SOURCE, tag)` receives by `tag_key`.
     posted_any_source: FxHashMap<u64, List>,
+    /// How many receives `posted_any_source` holds (when none, a match
+    /// skips looking there).
+    n_any_source: usize,
     /// Posted `(ANY_SOURCE, ANY_TAG)` receives.
     posted_any: List,
     /// Unexpected messages by `bucket_key`.
@@ -267,6 +275,7 @@ impl Context {
             peers,
             posted_exact: FxHashMap::default(),
             posted_any_source: FxHashMap::default(),
+            n_any_source: 0,
             posted_any: List::EMPTY,
             unexp_exact: FxHashMap::default(),
             unexp_by_tag: FxHashMap::default(),
@@ -319,6 +328,8 @@ impl Context {
         tag: Option<i32>,
     ) -> Option<u32> {
         let head = match (source, tag) {
+            // Nothing unexpected from `s` (with a user tag): no lookup.
+            (Some(s), Some(t)) if t >= 0 && self.peers[s as usize].unexp.head == NIL => NIL,
             (Some(s), Some(t)) => bucket_head(&self.unexp_exact, bucket_key(s, t)),
             (None, Some(t)) => bucket_head(&self.unexp_by_tag, tag_key(t)),
             (Some(s), None) => self.peers[s as usize].unexp.head,
@@ -390,7 +401,10 @@ impl Context {
             (Some(s), Some(t)) => {
                 bucket_push(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
             }
-            (None, Some(t)) => bucket_push(&mut self.posted_any_source, tag_key(t), posted, 0, idx),
+            (None, Some(t)) => {
+                self.n_any_source += 1;
+                bucket_push(&mut self.posted_any_source, tag_key(t), posted, 0, idx)
+            }
             (Some(s), None) => self.peers[s as usize]
                 .posted_any_tag
                 .push_back(posted, 0, idx),
@@ -406,6 +420,7 @@ impl Context {
                 bucket_unlink(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
             }
             (None, Some(t)) => {
+                self.n_any_source -= 1;
                 bucket_unlink(&mut self.posted_any_source, tag_key(t), posted, 0, idx)
             }
             (Some(s), None) => self.peers[s as usize].posted_any_tag.unlink(posted, 0, idx),
@@ -432,10 +447,13 @@ impl Context {
     ) -> Option<PostedNode<R>> {
         let mut candidates = [
             bucket_head(&self.posted_exact, bucket_key(source, tag)),
-            bucket_head(&self.posted_any_source, tag_key(tag)),
+            NIL,
             NIL,
             NIL,
         ];
+        if self.n_any_source > 0 {
+            candidates[1] = bucket_head(&self.posted_any_source, tag_key(tag));
+        }
         if tag >= 0 {
             candidates[2] = self.peers[source as usize].posted_any_tag.head;
             candidates[3] = self.posted_any.head;
