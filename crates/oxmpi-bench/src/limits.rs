@@ -319,46 +319,38 @@ pub fn tcp_bw(size: usize, budget: f64) -> std::io::Result<f64> {
 pub fn measure(sizes: &[usize], quick: bool) -> Vec<Limit> {
     let budget = if quick { 0.05 } else { 0.3 };
     let mut out = Vec::new();
-    out.push(Limit {
-        test: "cacheline",
-        size: 64,
-        value: cacheline(budget),
-        unit: "us",
-    });
-    match tcp_latency(budget) {
-        Ok(v) => out.push(Limit {
-            test: "tcp_latency",
-            size: 8,
-            value: v,
-            unit: "us",
-        }),
-        Err(e) => eprintln!("oxmpi-bench: raw TCP latency: {e}"),
-    }
+    // Keeps a probe's value, or says why it could not run.
+    let mut keep =
+        |test: &'static str, size: usize, unit: &'static str, r: Result<f64, String>| match r {
+            Ok(value) => out.push(Limit {
+                test,
+                size,
+                value,
+                unit,
+            }),
+            Err(e) => eprintln!("oxmpi-bench: {test} at {size} B: {e}"),
+        };
+    keep("cacheline", 64, "us", Ok(cacheline(budget)));
+    keep(
+        "tcp_latency",
+        8,
+        "us",
+        tcp_latency(budget).map_err(|e| e.to_string()),
+    );
     for &size in sizes.iter().filter(|&&s| s >= 4096) {
-        out.push(Limit {
-            test: "memcpy",
+        keep("memcpy", size, "MB/s", Ok(memcpy(size, budget)));
+        keep(
+            "cma",
             size,
-            value: memcpy(size, budget),
-            unit: "MB/s",
-        });
-        match cma(size, budget) {
-            Ok(v) => out.push(Limit {
-                test: "cma",
-                size,
-                value: v,
-                unit: "MB/s",
-            }),
-            Err(e) => eprintln!("oxmpi-bench: process_vm_readv at {size} B: {e}"),
-        }
-        match tcp_bw(size, budget) {
-            Ok(v) => out.push(Limit {
-                test: "tcp_bw",
-                size,
-                value: v,
-                unit: "MB/s",
-            }),
-            Err(e) => eprintln!("oxmpi-bench: raw TCP bandwidth at {size} B: {e}"),
-        }
+            "MB/s",
+            cma(size, budget).map_err(|e| e.to_string()),
+        );
+        keep(
+            "tcp_bw",
+            size,
+            "MB/s",
+            tcp_bw(size, budget).map_err(|e| e.to_string()),
+        );
     }
     unpin();
     out

@@ -86,6 +86,43 @@ struct UffdioWriteprotect {
     mode: u64,
 }
 
+/// A `struct uffdio_*` and the one ioctl request that takes it.
+trait UffdArg {
+    const REQUEST: libc::c_ulong;
+}
+
+impl UffdArg for UffdioApi {
+    const REQUEST: libc::c_ulong = UFFDIO_API;
+}
+
+impl UffdArg for UffdioRegister {
+    const REQUEST: libc::c_ulong = UFFDIO_REGISTER;
+}
+
+impl UffdArg for UffdioRange {
+    const REQUEST: libc::c_ulong = UFFDIO_UNREGISTER;
+}
+
+impl UffdArg for UffdioWriteprotect {
+    const REQUEST: libc::c_ulong = UFFDIO_WRITEPROTECT;
+}
+
+/// The userfaultfd ioctl that `arg`'s type belongs to.
+fn uffd_ioctl<T: UffdArg>(fd: &OwnedFd, arg: &mut T) -> std::io::Result<()> {
+    // SAFETY: each request reads (and UFFDIO_API and UFFDIO_REGISTER also
+    // write) exactly one struct of the repr(C) type paired with it by
+    // `UffdArg`, which `arg` is, valid and exclusive for the call. None of
+    // them touches other memory: registering in write-protect mode only
+    // marks a range, unregistering only stops events, and write-protect
+    // mode 0 removes protection.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), T::REQUEST, arg as *mut T) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// What the reader thread and the subscribers share.
 struct Shared {
     uffd: OwnedFd,
@@ -182,15 +219,7 @@ impl MemWatch {
             features: FEATURE_EVENT_UNMAP | FEATURE_EVENT_REMAP | FEATURE_EVENT_REMOVE,
             ioctls: 0,
         };
-        // SAFETY: UFFDIO_API reads and writes one `uffdio_api`, which `api`
-        // is (repr(C), three u64), valid for the call.
-        let r = unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api as *mut UffdioApi) };
-        if r != 0 {
-            return Err(format!(
-                "userfaultfd events: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+        uffd_ioctl(&uffd, &mut api).map_err(|e| format!("userfaultfd events: {e}"))?;
         let stop = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
             .map_err(|e| format!("eventfd: {e}"))?;
         let shared = Arc::new(Shared {
@@ -232,21 +261,9 @@ impl MemWatch {
             mode: MODE_WP,
             ioctls: 0,
         };
-        // SAFETY: UFFDIO_REGISTER reads and writes one `uffdio_register`
-        // (repr(C)), valid for the call. Write-protect mode only marks the
-        // range; no page is protected, so no access to it ever faults here.
-        let r = unsafe {
-            libc::ioctl(
-                s.uffd.as_raw_fd(),
-                UFFDIO_REGISTER,
-                &mut reg as *mut UffdioRegister,
-            )
-        };
-        if r != 0 {
-            tracing::debug!(
-                "memwatch: cannot watch {start:#x}+{len}: {}",
-                std::io::Error::last_os_error()
-            );
+        // Write-protect mode: no page is protected, so no access faults.
+        if let Err(e) = uffd_ioctl(&s.uffd, &mut reg) {
+            tracing::debug!("memwatch: cannot watch {start:#x}+{len}: {e}");
             return false;
         }
         match w.get_mut(&start) {
@@ -302,22 +319,8 @@ impl MemWatch {
                 start: a as u64,
                 len: (b - a) as u64,
             };
-            // SAFETY: UFFDIO_UNREGISTER reads one `uffdio_range` (repr(C)),
-            // valid for the call; unregistering only stops events.
-            let _ = unsafe {
-                libc::ioctl(
-                    s.uffd.as_raw_fd(),
-                    UFFDIO_UNREGISTER,
-                    &mut range as *mut UffdioRange,
-                )
-            };
+            let _ = uffd_ioctl(&s.uffd, &mut range);
         }
-    }
-
-    /// Whether this handle belongs to the running process (not a copy a
-    /// forked child inherited, whose watcher runs in the parent).
-    pub fn is_current(&self) -> bool {
-        self.inner.pid == std::process::id()
     }
 
     /// Where a new subscriber starts reading.
@@ -425,15 +428,7 @@ fn record(s: &Shared, m: &[u8; 32]) {
                 },
                 mode: 0,
             };
-            // SAFETY: UFFDIO_WRITEPROTECT reads one `uffdio_writeprotect`
-            // (repr(C)), valid for the call; mode 0 removes protection.
-            let _ = unsafe {
-                libc::ioctl(
-                    s.uffd.as_raw_fd(),
-                    UFFDIO_WRITEPROTECT,
-                    &mut wp as *mut UffdioWriteprotect,
-                )
-            };
+            let _ = uffd_ioctl(&s.uffd, &mut wp);
             return;
         }
         _ => return,

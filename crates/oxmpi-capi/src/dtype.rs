@@ -260,6 +260,11 @@ fn laddr(n: i64) -> Result<isize, Error> {
     })
 }
 
+/// [`laddr`] of every entry.
+fn laddrs(v: &[i64]) -> Result<Vec<isize>, Error> {
+    v.iter().map(|&x| laddr(x)).collect()
+}
+
 /// A length as the engine's signed count.
 fn isz(n: usize) -> Result<isize, Error> {
     isize::try_from(n).map_err(|_| Error::new(ErrorClass::Count, format!("count {n} is too large")))
@@ -1299,8 +1304,7 @@ entry! {
         };
         let contents = Contents::new(COMBINER_STRUCT)
             .counts([n]).counts(bl.iter().copied()).counts(dp.iter().copied()).types(ty.iter().copied());
-        let bl = bl.iter().map(|&b| laddr(b)).collect::<Result<Vec<_>, _>>()?;
-        let dp = dp.iter().map(|&d| laddr(d)).collect::<Result<Vec<_>, _>>()?;
+        let (bl, dp) = (laddrs(bl)?, laddrs(dp)?);
         // SAFETY: the caller's out-parameter.
         unsafe { create(newtype, contents, || Ok(Datatype::structured(&bl, &dp, &types_of(ty)?)?)) }
     }
@@ -1323,8 +1327,7 @@ entry! {
             .ints([ndims, order])
             .counts(sz.iter().copied()).counts(sub.iter().copied()).counts(st.iter().copied())
             .types([oldtype]);
-        let wide = |v: &[i64]| v.iter().map(|&x| laddr(x)).collect::<Result<Vec<_>, _>>();
-        let (sz, sub, st) = (wide(sz)?, wide(sub)?, wide(st)?);
+        let (sz, sub, st) = (laddrs(sz)?, laddrs(sub)?, laddrs(st)?);
         // SAFETY: the caller's out-parameter.
         unsafe { create(newtype, contents, || subarray(&sz, &sub, &st, order, oldtype)) }
     }
@@ -1492,14 +1495,8 @@ unsafe fn indexed_c(
         .counts(bl.iter().copied())
         .counts(dp.iter().copied())
         .types([oldtype]);
-    let bl = bl
-        .iter()
-        .map(|&b| laddr(b))
-        .collect::<Result<Vec<_>, _>>()?;
-    let dp = dp
-        .iter()
-        .map(|&d| laddr(d))
-        .collect::<Result<Vec<_>, _>>()?;
+    let bl = laddrs(bl)?;
+    let dp = laddrs(dp)?;
     // SAFETY: the caller's out-parameter.
     unsafe {
         create(newtype, contents, || {
@@ -1531,10 +1528,7 @@ unsafe fn indexed_block_c(
         .counts(dp.iter().copied())
         .types([oldtype]);
     let bl = laddr(blocklength)?;
-    let dp = dp
-        .iter()
-        .map(|&d| laddr(d))
-        .collect::<Result<Vec<_>, _>>()?;
+    let dp = laddrs(dp)?;
     // SAFETY: the caller's out-parameter.
     unsafe {
         create(newtype, contents, || {

@@ -48,6 +48,7 @@ use crate::hdr::{
     Hdr, HdrType, MatchHdr, ReqRef, RndvFlags, RndvHdr, FRAG_LEN, MATCH_LEN, MAX_LEN, RNDV_LEN,
 };
 use crate::rcache::{Rcache, RcacheStats, RegRef};
+use smallvec::SmallVec;
 
 /// `MPI_ANY_SOURCE` as a status reports it (the standard ABI value).
 pub const ANY_SOURCE_STATUS: i32 = -1;
@@ -205,6 +206,17 @@ struct Comm {
     me: u32,
 }
 
+/// Where the cancel of a rendezvous send stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CancelState {
+    /// Not cancelled (or the receiver answered that it had matched).
+    None,
+    /// Cancelled before its first fragment left: a CANCEL follows it.
+    Wanted,
+    /// A CANCEL is out; its answer decides.
+    Sent,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Proto {
     Sendi,
@@ -243,14 +255,9 @@ struct SendReq {
     rkey: Option<RemoteKey>,
     /// Counted in `State::rget_out` until completion.
     rget_open: bool,
-    /// The user cancelled this rendezvous before its first fragment left:
-    /// a CANCEL follows the fragment.
-    cancel_wanted: bool,
-    /// A CANCEL is out; its answer decides.
-    cancel_sent: bool,
-    /// The receiver dropped the unmatched rendezvous: done once the first
-    /// fragment's own send has completed.
-    cancelled: bool,
+    /// Where a cancel of this rendezvous stands (the receiver's `true`
+    /// answer shows as the request's `status.cancelled`).
+    cancel: CancelState,
     /// The receiver split this RGET (asked us to put a part): the send
     /// ends only with the receiver's FIN, even after a fallback ACK.
     split: bool,
@@ -268,9 +275,9 @@ struct RecvReq {
     send_req: ReqRef,
     msg_len: usize,
     got: usize,
-    reg: Option<RegRef>,
-    /// Registrations with the other BTLs a striped transfer uses.
-    more_regs: Vec<RegRef>,
+    /// Registrations of the receive buffer, one per BTL the transfer's
+    /// RDMA uses.
+    regs: SmallVec<[RegRef; 2]>,
     rkey: Option<RemoteKey>,
     rflags: RndvFlags,
     /// Split transfer: the receiver gets `[0, split)` while the sender
@@ -469,12 +476,16 @@ pub(crate) struct State {
 /// Smallest RDMA transfer striped over several BTLs.
 const STRIPE_MIN: usize = 4096;
 
+/// One entry per BTL a transfer's RDMA uses: inline up to the default
+/// `pml_ob1_max_rdma_per_request` (4), so a rendezvous allocates nothing.
+type Stripes<T> = SmallVec<[T; 4]>;
+
 /// `[lo, hi)` cut into consecutive parts proportional to `weights`
 /// (cache-line aligned cuts; the last part takes the rest).
-fn weighted_shares(lo: usize, hi: usize, weights: &[u64]) -> Vec<(usize, usize)> {
+fn weighted_shares(lo: usize, hi: usize, weights: &[u64]) -> Stripes<(usize, usize)> {
     let total: u128 = weights.iter().map(|&w| u128::from(w.max(1))).sum();
     let len = (hi - lo) as u128;
-    let mut out = Vec::with_capacity(weights.len());
+    let mut out = Stripes::new();
     let mut at = lo;
     let mut acc: u128 = 0;
     for (i, &w) in weights.iter().enumerate() {
@@ -855,9 +866,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             rkey: None,
             rget_open: false,
             split: false,
-            cancel_wanted: false,
-            cancel_sent: false,
-            cancelled: false,
+            cancel: CancelState::None,
         };
         let r = self.st.reqs.alloc(Req {
             done: persistent,
@@ -1004,8 +1013,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 send_req: ReqRef::default(),
                 msg_len: 0,
                 got: 0,
-                reg: None,
-                more_regs: Vec::new(),
+                regs: SmallVec::new(),
                 rkey: None,
                 rflags: RndvFlags(0),
                 split: 0,
@@ -1084,9 +1092,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         s.put_done = 0;
         s.credit = 0;
         s.split = false;
-        s.cancel_wanted = false;
-        s.cancel_sent = false;
-        s.cancelled = false;
+        s.cancel = CancelState::None;
         s.seq = match st.seq.next_seq(u32::from(s.ctx), s.dst) {
             Ok(q) => q,
             Err(e) => {
@@ -1333,19 +1339,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
             kind: Kind::Send(s),
             done: false,
             ..
-        }) = st.reqs.get_mut(r)
+        }) = st.reqs.get(r)
         {
-            if s.cancel_wanted && s.first_sent {
-                s.cancel_wanted = false;
-                s.cancel_sent = true;
-                let hdr = Hdr::Cancel {
-                    send_req: r,
-                    ctx: s.ctx,
-                    seq: s.seq,
-                    src: st.comms[usize::from(s.ctx)].as_ref().map_or(0, |c| c.me),
-                    tag: s.tag,
-                };
-                st.actions.push_back(Action::Ctl { peer: s.peer, hdr });
+            if s.cancel == CancelState::Wanted && s.first_sent {
+                st.send_cancel(r);
             }
         }
         // The send/receive pipeline, once acknowledged.
@@ -1563,21 +1560,14 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 // each other RDMA BTL (striping by bandwidth weight), and
                 // half of our own share when the sender has a core to spare
                 // (it is not itself getting from us), so both copy at once.
-                let mut parts: Vec<(usize, usize, usize)> = Vec::new();
+                let mut parts: Stripes<(usize, usize, usize)> = Stripes::new();
                 let mut get_end = msg_len;
                 let stripes = st.stripes(peer, b, Caps::PUT);
                 if stripes.len() > 1 && msg_len >= STRIPE_MIN {
-                    let weights: Vec<u64> = stripes
-                        .iter()
-                        .map(|&i| u64::from(st.limits[i].bandwidth))
-                        .collect();
-                    let shares = weighted_shares(0, msg_len, &weights);
-                    get_end = shares[0].1;
-                    for (&bi, &(lo, hi)) in stripes[1..].iter().zip(&shares[1..]) {
-                        if hi > lo {
-                            parts.push((bi, lo, hi));
-                        }
-                    }
+                    // Our BTL's share (the first, from 0) is ours to get.
+                    let shares = st.stripe_shares(&stripes, 0, msg_len);
+                    get_end = shares[0].2;
+                    parts.extend(shares[1..].iter().copied().filter(|p| p.2 > p.1));
                 }
                 let split_min = st.cfg.rdma_split_min;
                 let split = split_min > 0
@@ -1636,23 +1626,12 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 if middle > 0 {
                     // Striped over the RDMA BTLs by bandwidth weight; each
                     // BTL's share in its own fragment size when pipelined.
-                    let stripes = st.stripes(peer, b, Caps::PUT);
-                    let stripes = if middle >= STRIPE_MIN {
-                        stripes
-                    } else {
-                        vec![b]
-                    };
-                    let weights: Vec<u64> = stripes
-                        .iter()
-                        .map(|&i| u64::from(st.limits[i].bandwidth))
-                        .collect();
-                    let shares = weighted_shares(first, first + middle, &weights);
-                    let parts: Vec<(usize, usize, usize)> = stripes
-                        .iter()
-                        .zip(&shares)
-                        .filter(|(_, &(lo, hi))| hi > lo)
-                        .map(|(&bi, &(lo, hi))| (bi, lo, hi))
-                        .collect();
+                    let mut stripes = st.stripes(peer, b, Caps::PUT);
+                    if middle < STRIPE_MIN {
+                        stripes.truncate(1);
+                    }
+                    let mut parts = st.stripe_shares(&stripes, first, first + middle);
+                    parts.retain(|p| p.2 > p.1);
                     if let Some(keys) = st.register_all(btls, &parts, region, msg_len, r) {
                         st.actions.push_back(Action::Ctl {
                             peer,
@@ -1941,22 +1920,18 @@ impl<B: ?Sized + Btl> Ob1<B> {
             // data may be matched already): it completes normally.
             Kind::Send(s) => {
                 let rndv = matches!(s.proto, Proto::Rndv | Proto::Rget);
-                if rndv && !s.internal && !s.acked && !s.fin && !s.split && !s.cancel_sent {
+                if rndv
+                    && !s.internal
+                    && !s.acked
+                    && !s.fin
+                    && !s.split
+                    && s.cancel != CancelState::Sent
+                {
                     if s.first_sent {
-                        s.cancel_sent = true;
-                        let hdr = Hdr::Cancel {
-                            send_req: r,
-                            ctx: s.ctx,
-                            seq: s.seq,
-                            src: self.st.comms[usize::from(s.ctx)]
-                                .as_ref()
-                                .map_or(0, |c| c.me),
-                            tag: s.tag,
-                        };
-                        self.st.actions.push_back(Action::Ctl { peer: s.peer, hdr });
+                        self.st.send_cancel(r);
                         self.run_actions();
                     } else {
-                        s.cancel_wanted = true;
+                        s.cancel = CancelState::Wanted;
                     }
                 }
             }
@@ -2248,10 +2223,10 @@ impl State {
                 s.reg.take()
             }
             Kind::Recv(rr) => {
-                for x in rr.more_regs.drain(..) {
+                for x in rr.regs.drain(..) {
                     self.rcache.release(x, &mut self.dereg);
                 }
-                rr.reg.take()
+                None
             }
         };
         let user_freed = q.user_freed;
@@ -2363,13 +2338,16 @@ impl State {
         let Some(Req {
             kind: Kind::Send(s),
             done: false,
+            status,
             ..
         }) = self.reqs.get(r)
         else {
             return;
         };
+        // Cancelled (the receiver dropped it): done once the first
+        // fragment's own send has completed.
         let done = s.first_done
-            && (s.cancelled
+            && (status.cancelled
                 || match s.proto {
                     Proto::Rget => s.fin,
                     _ if s.need_ack => {
@@ -2496,8 +2474,9 @@ impl State {
     /// The BTLs one RDMA transfer to `peer` stripes over: `first`, then the
     /// peer's other RDMA BTLs with `cap` (by bandwidth), at most
     /// `pml_ob1_max_rdma_per_request` in all.
-    fn stripes(&self, peer: u32, first: usize, cap: Caps) -> Vec<usize> {
-        let mut v = vec![first];
+    fn stripes(&self, peer: u32, first: usize, cap: Caps) -> Stripes<usize> {
+        let mut v = Stripes::new();
+        v.push(first);
         for &(i, _) in &self.bml[peer as usize].rdma {
             if v.len() >= self.cfg.max_rdma_per_request {
                 break;
@@ -2507,6 +2486,45 @@ impl State {
             }
         }
         v
+    }
+
+    /// Sends the CANCEL of send request `r` (its rendezvous has left).
+    fn send_cancel(&mut self, r: ReqRef) {
+        let Some(Req {
+            kind: Kind::Send(s),
+            ..
+        }) = self.reqs.get_mut(r)
+        else {
+            return;
+        };
+        s.cancel = CancelState::Sent;
+        let hdr = Hdr::Cancel {
+            send_req: r,
+            ctx: s.ctx,
+            seq: s.seq,
+            src: self.comms[usize::from(s.ctx)].as_ref().map_or(0, |c| c.me),
+            tag: s.tag,
+        };
+        self.actions.push_back(Action::Ctl { peer: s.peer, hdr });
+    }
+
+    /// `[lo, hi)` cut over `stripes` by their BTLs' bandwidth: one
+    /// `(btl, lo, hi)` per stripe, in order (a part may be empty).
+    fn stripe_shares(
+        &self,
+        stripes: &[usize],
+        lo: usize,
+        hi: usize,
+    ) -> Stripes<(usize, usize, usize)> {
+        let weights: Stripes<u64> = stripes
+            .iter()
+            .map(|&i| u64::from(self.limits[i].bandwidth))
+            .collect();
+        stripes
+            .iter()
+            .zip(weighted_shares(lo, hi, &weights))
+            .map(|(&b, (l, h))| (b, l, h))
+            .collect()
     }
 
     /// Registers receive request `r`'s buffer (`region`, the first
@@ -2520,57 +2538,53 @@ impl State {
         region: MemRegion,
         msg_len: usize,
         r: ReqRef,
-    ) -> Option<Vec<RemoteKey>> {
+    ) -> Option<Stripes<RemoteKey>> {
         let whole = region.slice(0, msg_len)?;
-        let mut regs: Vec<(usize, RegRef, RemoteKey)> = Vec::new();
+        let State {
+            reqs,
+            rcache,
+            dereg,
+            ..
+        } = self;
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            ..
+        }) = reqs.get_mut(r)
+        else {
+            return None;
+        };
+        let before = rr.regs.len();
+        let mut by_btl: Stripes<(usize, RemoteKey)> = Stripes::new();
         for &(b, _, _) in parts {
-            if regs.iter().any(|&(x, _, _)| x == b) {
+            if by_btl.iter().any(|&(x, _)| x == b) {
                 continue;
             }
-            match self.rcache.acquire(
-                &mut *btls[b],
-                b,
-                whole,
-                Access::REMOTE_WRITE,
-                &mut self.dereg,
-            ) {
-                Ok((reg, key)) => regs.push((b, reg, key)),
+            match rcache.acquire(&mut *btls[b], b, whole, Access::REMOTE_WRITE, dereg) {
+                Ok((reg, key)) => {
+                    rr.regs.push(reg);
+                    by_btl.push((b, key));
+                }
                 Err(e) => {
                     tracing::debug!("register for RDMA over {}: {e}", btls[b].name());
-                    for (_, reg, _) in regs {
-                        self.rcache.release(reg, &mut self.dereg);
+                    for reg in rr.regs.drain(before..) {
+                        rcache.release(reg, dereg);
                     }
                     return None;
                 }
             }
         }
-        let keys = parts
-            .iter()
-            .map(|&(b, _, _)| {
-                regs.iter()
-                    .find(|&&(x, _, _)| x == b)
-                    .map(|&(_, _, k)| k)
-                    .expect("registered above")
-            })
-            .collect();
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            ..
-        }) = self.reqs.get_mut(r)
-        else {
-            for (_, reg, _) in regs {
-                self.rcache.release(reg, &mut self.dereg);
-            }
-            return None;
-        };
-        for (_, reg, _) in regs {
-            if rr.reg.is_none() {
-                rr.reg = Some(reg);
-            } else {
-                rr.more_regs.push(reg);
-            }
-        }
-        Some(keys)
+        Some(
+            parts
+                .iter()
+                .map(|&(b, _, _)| {
+                    by_btl
+                        .iter()
+                        .find(|&&(x, _)| x == b)
+                        .map(|&(_, k)| k)
+                        .expect("registered above")
+                })
+                .collect(),
+        )
     }
 
     /// RNDV information of a matched receive (kept in the request while the
@@ -2842,9 +2856,7 @@ impl State {
             rkey: None,
             rget_open: false,
             split: false,
-            cancel_wanted: false,
-            cancel_sent: false,
-            cancelled: false,
+            cancel: CancelState::None,
         };
         let ir = self.reqs.alloc(Req {
             done: false,
@@ -3109,12 +3121,11 @@ impl BtlSink for Sink<'_> {
                 };
                 // Only the answer to a CANCEL of this round counts.
                 if let (false, Kind::Send(s)) = (q.done, &mut q.kind) {
-                    if !s.cancel_sent || s.seq != seq {
+                    if s.cancel != CancelState::Sent || s.seq != seq {
                         return;
                     }
-                    s.cancel_sent = false;
+                    s.cancel = CancelState::None;
                     if cancelled {
-                        s.cancelled = true;
                         q.status.cancelled = true;
                         st.check_send_done(send_req);
                     }

@@ -115,15 +115,6 @@ impl Rcache {
     /// (and caching off from then on, with one message) when the kernel
     /// cannot report released memory.
     fn watcher(&mut self) -> Option<MemWatch> {
-        if self.watch.as_ref().is_some_and(|w| !w.is_current()) {
-            // A forked child: its parent's watcher does not see this
-            // process; nothing here is cached any more.
-            self.wanted = false;
-            self.watch = None;
-            for c in &mut self.caches {
-                c.entries.clear();
-            }
-        }
         if self.watch.is_none() && self.wanted {
             match MemWatch::get() {
                 Ok(w) => {
@@ -215,7 +206,7 @@ impl Rcache {
         );
         self.stats.misses += 1;
         self.stats.entries += 1;
-        self.evict(&watch, b, btl);
+        self.evict(b, dereg);
         Ok((
             RegRef {
                 b,
@@ -285,12 +276,7 @@ impl Rcache {
         });
         if r.is_err() {
             // Records were lost: nothing cached can be trusted.
-            hit = self
-                .caches
-                .iter()
-                .enumerate()
-                .flat_map(|(b, c)| c.entries.keys().map(move |&k| (b, k)))
-                .collect();
+            hit = self.all_keys();
         }
         for (b, k) in hit {
             let Some(e) = self.caches[b].entries.get_mut(&k) else {
@@ -319,7 +305,7 @@ impl Rcache {
     }
 
     /// Evicts least recently used unused entries of BTL `b` past the limit.
-    fn evict<B: ?Sized + Btl>(&mut self, watch: &MemWatch, b: usize, btl: &mut B) {
+    fn evict(&mut self, b: usize, dereg: &mut Vec<(usize, RegId)>) {
         while self.caches[b].entries.len() > self.max_entries {
             let victim = self.caches[b]
                 .entries
@@ -328,25 +314,25 @@ impl Rcache {
                 .min_by_key(|(_, e)| e.last_use)
                 .map(|(&k, _)| k);
             let Some(k) = victim else { break };
-            let e = self.caches[b].entries.remove(&k).expect("found above");
-            btl.deregister_mem(e.reg.id);
-            watch.unwatch(e.pages.0, e.pages.1 - e.pages.0);
+            self.drop_entry(b, k, dereg);
             self.stats.evicted += 1;
-            self.stats.entries -= 1;
         }
+    }
+
+    /// Every entry, as `(btl, key)`.
+    fn all_keys(&self) -> Vec<(usize, (usize, u64))> {
+        self.caches
+            .iter()
+            .enumerate()
+            .flat_map(|(b, c)| c.entries.keys().map(move |&k| (b, k)))
+            .collect()
     }
 
     /// Ends caching (finalize): every entry is dropped (their
     /// deregistrations go to `dereg`) and the watcher handle released, so
     /// its thread and descriptors end with the last PML.
     pub(crate) fn close(&mut self, dereg: &mut Vec<(usize, RegId)>) {
-        let keys: Vec<_> = self
-            .caches
-            .iter()
-            .enumerate()
-            .flat_map(|(b, c)| c.entries.keys().map(move |&k| (b, k)))
-            .collect();
-        for (b, k) in keys {
+        for (b, k) in self.all_keys() {
             self.drop_entry(b, k, dereg);
         }
         self.watch = None;

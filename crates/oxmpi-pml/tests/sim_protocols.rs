@@ -12,7 +12,7 @@ use oxmpi_btl::btl::{
 };
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_btl::self_btl::{SelfBtl, DEFAULT_LIMITS};
-use oxmpi_btl::sim::{SimConfig, SimNet};
+use oxmpi_btl::sim::{SimBtl, SimConfig, SimNet};
 use oxmpi_match::{Source, Tag};
 use oxmpi_pml::{Buffer, ErrClass, Layout, Ob1, PeerDesc, PmlConfig, ReqId, SendMode, Status};
 
@@ -170,39 +170,50 @@ fn world_failing(
     fail: Caps,
     pml: PmlConfig,
 ) -> World {
-    let net = SimNet::new(sim);
-    let mut cards = Vec::new();
-    let mut mods = Vec::new();
-    for r in 0..n {
-        let m = net.module(r);
-        cards.push(m.business_card());
-        mods.push(m);
-    }
-    let peers: Vec<PeerDesc> = (0..n)
-        .map(|r| PeerDesc {
+    world_over(vec![SimNet::new(sim)], n, pml, |_, inner| Masked {
+        inner,
+        keep,
+        extra,
+        fail,
+        hold: None,
+    })
+}
+
+/// `n` ranks joined by every network of `nets`: each has the self BTL and
+/// one module per network, as `wrap(rank, module)` wraps it.
+fn world_over(
+    nets: Vec<SimNet>,
+    n: u32,
+    pml: PmlConfig,
+    mut wrap: impl FnMut(u32, SimBtl) -> Masked<SimBtl>,
+) -> World {
+    let mut mods: Vec<Vec<SimBtl>> = (0..n)
+        .map(|r| nets.iter().map(|net| net.module(r)).collect())
+        .collect();
+    let peers: Vec<PeerDesc> = mods
+        .iter()
+        .map(|row| PeerDesc {
             local: false,
-            cards: vec![None, Some(cards[r as usize].clone())],
+            cards: std::iter::once(None)
+                .chain(row.iter().map(|m| Some(m.business_card())))
+                .collect(),
         })
         .collect();
     let mut ranks = Vec::new();
-    for (r, m) in mods.into_iter().enumerate() {
-        let btls: Vec<Box<dyn Btl>> = vec![
-            Box::new(SelfBtl::new(r as u32, DEFAULT_LIMITS)),
-            Box::new(Masked {
-                inner: m,
-                keep,
-                extra,
-                fail,
-                hold: None,
-            }),
-        ];
-        let mut o = Ob1::new(pml.clone(), r as u32, btls, &peers).unwrap();
-        o.add_comm(CTX, (0..n).collect(), r as u32).unwrap();
+    for (r, row) in mods.drain(..).enumerate() {
+        let r = r as u32;
+        let mut btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(r, DEFAULT_LIMITS))];
+        for m in row {
+            btls.push(Box::new(wrap(r, m)));
+        }
+        let mut o = Ob1::new(pml.clone(), r, btls, &peers).unwrap();
+        o.add_comm(CTX, (0..n).collect(), r).unwrap();
         ranks.push(o);
     }
+    let mut nets = nets.into_iter();
     World {
-        net,
-        extra: Vec::new(),
+        net: nets.next().expect("a network"),
+        extra: nets.collect(),
         ranks,
     }
 }
@@ -1056,46 +1067,14 @@ fn world_two_links_with(base: SimConfig, bw: [u32; 2], keep: Caps, pml: PmlConfi
 /// Two ranks joined by two simulated networks configured by `cfgs`, whose
 /// modules refuse the operations in `fail`.
 fn world_links(cfgs: [SimConfig; 2], keep: Caps, fail: Caps, pml: PmlConfig) -> World {
-    let nets: Vec<SimNet> = cfgs.iter().map(|&c| SimNet::new(c)).collect();
-    let mut mods: Vec<Vec<_>> = Vec::new();
-    let mut cards: Vec<Vec<Option<Vec<u8>>>> = vec![vec![None]; 2];
-    for r in 0..2u32 {
-        let mut row = Vec::new();
-        for n in &nets {
-            let m = n.module(r);
-            cards[r as usize].push(Some(m.business_card()));
-            row.push(m);
-        }
-        mods.push(row);
-    }
-    let peers: Vec<PeerDesc> = (0..2)
-        .map(|r| PeerDesc {
-            local: false,
-            cards: cards[r].clone(),
-        })
-        .collect();
-    let mut ranks = Vec::new();
-    for (r, row) in mods.into_iter().enumerate() {
-        let mut btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(r as u32, DEFAULT_LIMITS))];
-        for m in row {
-            btls.push(Box::new(Masked {
-                inner: m,
-                keep,
-                extra: Caps::NONE,
-                fail,
-                hold: None,
-            }));
-        }
-        let mut o = Ob1::new(pml.clone(), r as u32, btls, &peers).unwrap();
-        o.add_comm(CTX, vec![0, 1], r as u32).unwrap();
-        ranks.push(o);
-    }
-    let mut nets = nets.into_iter();
-    World {
-        net: nets.next().unwrap(),
-        extra: nets.collect(),
-        ranks,
-    }
+    let nets = cfgs.iter().map(|&c| SimNet::new(c)).collect();
+    world_over(nets, 2, pml, |_, inner| Masked {
+        inner,
+        keep,
+        extra: Caps::NONE,
+        fail,
+        hold: None,
+    })
 }
 
 /// RDMA bytes per BTL (indices 1 and 2: the two links), both ranks.
@@ -1348,43 +1327,18 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
     // Round 1 is cancelled after the receiver matched it, and its CANCEL
     // is held back in the network until round 2's rendezvous waits
     // unexpected at the receiver: that CANCEL must not drop round 2.
-    let net = SimNet::new(SimConfig::default());
     let hold = Rc::new(Hold {
         tag: 73, // CANCEL
         ..Hold::default()
     });
-    let mut mods: Vec<_> = (0..2).map(|r| Some(net.module(r))).collect();
-    let cards: Vec<Option<Vec<u8>>> = mods
-        .iter()
-        .map(|m| m.as_ref().map(|m| m.business_card()))
-        .collect();
-    let peers: Vec<PeerDesc> = (0..2)
-        .map(|r| PeerDesc {
-            local: false,
-            cards: vec![None, cards[r].clone()],
-        })
-        .collect();
-    let mut ranks = Vec::new();
-    for r in 0..2u32 {
-        let btls: Vec<Box<dyn Btl>> = vec![
-            Box::new(SelfBtl::new(r, DEFAULT_LIMITS)),
-            Box::new(Masked {
-                inner: mods[r as usize].take().unwrap(),
-                keep: all_caps(),
-                extra: Caps::NONE,
-                fail: Caps::NONE,
-                hold: (r == 0).then(|| Rc::clone(&hold)),
-            }),
-        ];
-        let mut o = Ob1::new(PmlConfig::default(), r, btls, &peers).unwrap();
-        o.add_comm(CTX, vec![0, 1], r).unwrap();
-        ranks.push(o);
-    }
-    let mut w = World {
-        net,
-        extra: Vec::new(),
-        ranks,
-    };
+    let nets = vec![SimNet::new(SimConfig::default())];
+    let mut w = world_over(nets, 2, PmlConfig::default(), |r, inner| Masked {
+        inner,
+        keep: all_caps(),
+        extra: Caps::NONE,
+        fail: Caps::NONE,
+        hold: (r == 0).then(|| Rc::clone(&hold)),
+    });
     let len = 100 * 1024;
     let mut src = Mem::pattern(len, 1);
     let s = w.ranks[0]
