@@ -154,6 +154,15 @@ struct Peer {
     unexp: List,
     /// Posted `(this rank, ANY_TAG)` receives in posting order.
     posted_any_tag: List,
+    /// Posted `(this rank, hot_tag)` receives in posting order: the one
+    /// exact bucket of this sender kept out of the hash map, so a program
+    /// that receives one tag at a time from a peer posts and matches with
+    /// no hashing. Invariant: the map's bucket `(this rank, hot_tag)` is
+    /// always empty (a tag becomes hot only when its map bucket is empty,
+    /// and while the hot list holds anything, receives of its tag join it).
+    hot: List,
+    /// The tag of `hot` (any value while `hot` is empty).
+    hot_tag: i32,
     stats: UnexpectedStats,
 }
 
@@ -267,6 +276,8 @@ impl Context {
                 parked: List::EMPTY,
                 unexp: List::EMPTY,
                 posted_any_tag: List::EMPTY,
+                hot: List::EMPTY,
+                hot_tag: 0,
                 stats: UnexpectedStats::default(),
             })
             .collect();
@@ -399,7 +410,17 @@ impl Context {
         let n = posted.get(idx);
         match (n.source, n.tag) {
             (Some(s), Some(t)) => {
-                bucket_push(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
+                let peer = &mut self.peers[s as usize];
+                if peer.hot_tag == t && !peer.hot.is_empty() {
+                    peer.hot.push_back(posted, 0, idx);
+                } else if peer.hot.is_empty()
+                    && bucket_head(&self.posted_exact, bucket_key(s, t)) == NIL
+                {
+                    peer.hot_tag = t;
+                    peer.hot.push_back(posted, 0, idx);
+                } else {
+                    bucket_push(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
+                }
             }
             (None, Some(t)) => {
                 self.n_any_source += 1;
@@ -416,6 +437,9 @@ impl Context {
     fn unlink_posted<R>(&mut self, posted: &mut Slab<PostedNode<R>>, idx: u32) {
         let n = posted.get(idx);
         match (n.source, n.tag) {
+            (Some(s), Some(t)) if self.peers[s as usize].hot_tag == t => {
+                self.peers[s as usize].hot.unlink(posted, 0, idx)
+            }
             (Some(s), Some(t)) => {
                 bucket_unlink(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
             }
@@ -445,31 +469,44 @@ impl Context {
         source: u32,
         tag: i32,
     ) -> Option<PostedNode<R>> {
-        let mut candidates = [
-            bucket_head(&self.posted_exact, bucket_key(source, tag)),
-            NIL,
-            NIL,
-            NIL,
-        ];
+        let peer = &self.peers[source as usize];
+        // The exact receives are on the sender's hot list or in the map,
+        // never both.
+        let hot = peer.hot_tag == tag;
+        let mut best = if hot {
+            peer.hot.head
+        } else {
+            bucket_head(&self.posted_exact, bucket_key(source, tag))
+        };
+        let mut best_seq = if best == NIL {
+            u64::MAX
+        } else {
+            posted.get(best).post_seq
+        };
+        let mut consider = |idx: u32| {
+            if idx != NIL && posted.get(idx).post_seq < best_seq {
+                best = idx;
+                best_seq = posted.get(idx).post_seq;
+            }
+        };
         if self.n_any_source > 0 {
-            candidates[1] = bucket_head(&self.posted_any_source, tag_key(tag));
+            consider(bucket_head(&self.posted_any_source, tag_key(tag)));
         }
         if tag >= 0 {
-            candidates[2] = self.peers[source as usize].posted_any_tag.head;
-            candidates[3] = self.posted_any.head;
+            consider(peer.posted_any_tag.head);
+            consider(self.posted_any.head);
         }
-        let idx = candidates
-            .into_iter()
-            .filter(|&i| i != NIL)
-            .min_by_key(|&i| posted.get(i).post_seq)?;
+        if best == NIL {
+            return None;
+        }
         debug_assert!(fits(
-            posted.get(idx).source,
-            posted.get(idx).tag,
+            posted.get(best).source,
+            posted.get(best).tag,
             source,
             tag
         ));
-        self.unlink_posted(posted, idx);
-        Some(posted.remove(idx))
+        self.unlink_posted(posted, best);
+        Some(posted.remove(best))
     }
 
     /// Decides one in-sequence message: match a posted receive or queue it.
@@ -512,13 +549,79 @@ impl Context {
     }
 }
 
+/// Context ids below this are found by index (the PML's are 16-bit);
+/// larger ones by hash.
+const DENSE_CONTEXTS: u32 = 1 << 16;
+
+/// The contexts by id: a vector indexed by id for ids below
+/// [`DENSE_CONTEXTS`] (one bounds check per message, no hashing), a map for
+/// the rest.
+#[derive(Default)]
+struct ContextMap {
+    dense: Vec<Option<Context>>,
+    sparse: FxHashMap<u32, Context>,
+    len: usize,
+}
+
+impl ContextMap {
+    #[inline]
+    fn get(&self, id: &u32) -> Option<&Context> {
+        if *id < DENSE_CONTEXTS {
+            self.dense.get(*id as usize)?.as_ref()
+        } else {
+            self.sparse.get(id)
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, id: &u32) -> Option<&mut Context> {
+        if *id < DENSE_CONTEXTS {
+            self.dense.get_mut(*id as usize)?.as_mut()
+        } else {
+            self.sparse.get_mut(id)
+        }
+    }
+
+    fn contains_key(&self, id: &u32) -> bool {
+        self.get(id).is_some()
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds `c` under `id` (the caller checked that `id` is free).
+    fn insert(&mut self, id: u32, c: Context) {
+        if id < DENSE_CONTEXTS {
+            let i = id as usize;
+            if self.dense.len() <= i {
+                self.dense.resize_with(i + 1, || None);
+            }
+            self.dense[i] = Some(c);
+        } else {
+            self.sparse.insert(id, c);
+        }
+        self.len += 1;
+    }
+
+    fn remove(&mut self, id: &u32) -> Option<Context> {
+        let c = if *id < DENSE_CONTEXTS {
+            self.dense.get_mut(*id as usize)?.take()
+        } else {
+            self.sparse.remove(id)
+        }?;
+        self.len -= 1;
+        Some(c)
+    }
+}
+
 /// The request arbiter: matches message envelopes against posted receives
 /// for any number of contexts.
 ///
 /// `R` is the PML's receive token (stored per posted receive), `M` the
 /// payload it parks with an unexpected message. Neither is inspected.
 pub struct Engine<R, M> {
-    contexts: FxHashMap<u32, Context>,
+    contexts: ContextMap,
     store: Store<R, M>,
     /// Match decisions not yet drained by [`Engine::poll_matched`]; keeps its
     /// capacity, so steady-state arrivals do not allocate.
@@ -552,7 +655,7 @@ impl<R, M> Engine<R, M> {
     /// messages before they first need to grow.
     pub fn with_capacity(posted: usize, unexpected: usize) -> Self {
         Engine {
-            contexts: FxHashMap::default(),
+            contexts: ContextMap::default(),
             store: Store {
                 posted: Slab::with_capacity(posted),
                 unexp: Slab::with_capacity(unexpected),
@@ -601,6 +704,7 @@ impl<R, M> Engine<R, M> {
             .values()
             .chain(ctx.posted_any_source.values())
             .chain(ctx.peers.iter().map(|p| &p.posted_any_tag))
+            .chain(ctx.peers.iter().map(|p| &p.hot))
             .chain(std::iter::once(&ctx.posted_any))
             .map(|l| l.head);
         for mut cur in heads {
@@ -787,6 +891,41 @@ impl<R, M> Engine<R, M> {
         }
         ctx.peers[source as usize].expected_seq = next;
         Ok(Arrival::Delivered { events })
+    }
+
+    /// The fast path of [`Engine::handle_arrival`] for a message that is
+    /// next in sequence from its sender, when nothing of that sender is
+    /// parked: takes the earliest posted receive that fits and returns it
+    /// with the envelope (the message never becomes unexpected, and no
+    /// event is queued). `None`, with nothing changed, in every other case
+    /// (no such receive, out of sequence, parked successors, unknown context
+    /// or rank): the caller then goes through [`Engine::handle_arrival`].
+    #[inline]
+    pub fn match_arrival(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        seq: u16,
+    ) -> Option<(R, Envelope)> {
+        if self.store.posted.len() == 0 {
+            return None;
+        }
+        let ctx = self.contexts.get_mut(&context)?;
+        let peer = ctx.peers.get(source as usize)?;
+        if peer.expected_seq != seq || peer.parked.head != NIL {
+            return None;
+        }
+        let node = ctx.take_posted(&mut self.store.posted, source, tag)?;
+        ctx.peers[source as usize].expected_seq = seq.wrapping_add(1);
+        Some((
+            node.recv,
+            Envelope {
+                context,
+                source,
+                tag,
+            },
+        ))
     }
 
     /// Pops the oldest match decision produced by [`Engine::handle_arrival`].

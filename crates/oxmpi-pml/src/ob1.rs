@@ -396,10 +396,14 @@ struct Reqs {
 }
 
 impl Reqs {
-    fn alloc(&mut self, req: Req) -> ReqRef {
+    /// Stores the request `make` builds in a free slot. (`make` runs once
+    /// the slot is chosen, so the request is built in place: the slot is
+    /// large, and moving a finished one in cost a copy per message.)
+    #[inline(always)]
+    fn alloc(&mut self, make: impl FnOnce() -> Req) -> ReqRef {
         if let Some(i) = self.free.pop() {
             let s = &mut self.slots[i as usize];
-            s.req = Some(req);
+            s.req = Some(make());
             ReqRef {
                 index: i,
                 generation: s.gen,
@@ -408,7 +412,7 @@ impl Reqs {
             let i = self.slots.len() as u32;
             self.slots.push(Slot {
                 gen: 1,
-                req: Some(req),
+                req: Some(make()),
             });
             ReqRef {
                 index: i,
@@ -868,7 +872,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             split: false,
             cancel: CancelState::None,
         };
-        let r = self.st.reqs.alloc(Req {
+        let r = self.st.reqs.alloc(|| Req {
             done: persistent,
             status: if persistent {
                 Status::empty()
@@ -992,7 +996,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 ));
             }
         }
-        let r = self.st.reqs.alloc(Req {
+        let r = self.st.reqs.alloc(|| Req {
             done: persistent,
             status: if persistent {
                 Status::empty()
@@ -2625,6 +2629,13 @@ impl State {
             return;
         };
         self.return_credit(msg.peer, msg.credit);
+        if let UnexpKind::Eager = msg.kind {
+            self.take_eager(r, env, msg.peer, payload.unwrap_or(&msg.data));
+            let mut data = msg.data;
+            data.clear();
+            self.spare.push(data);
+            return;
+        }
         let data: &[u8] = payload.unwrap_or(&msg.data);
         let Some(Req {
             kind: Kind::Recv(rr),
@@ -2640,16 +2651,7 @@ impl State {
         rr.handle = None;
         rr.peer = msg.peer;
         match msg.kind {
-            UnexpKind::Eager => {
-                rr.buf.unpack(0, data);
-                rr.msg_len = data.len();
-                rr.got = data.len();
-                self.counters.bytes_received[msg.peer as usize] += data.len() as u64;
-                let mut m = msg;
-                m.data.clear();
-                self.spare.push(m.data);
-                self.check_recv_done(r);
-            }
+            UnexpKind::Eager => unreachable!("handled above"),
             UnexpKind::Rndv { hdr, key } => {
                 rr.buf.unpack(0, data);
                 rr.msg_len = hdr.msg_len as usize;
@@ -2679,6 +2681,29 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Receive `r` takes a whole eager message `data` from world rank
+    /// `peer`.
+    fn take_eager(&mut self, r: ReqRef, env: Envelope, peer: u32, data: &[u8]) {
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            status,
+            ..
+        }) = self.reqs.get_mut(r)
+        else {
+            return;
+        };
+        status.source = env.source as i32;
+        status.tag = env.tag;
+        rr.matched = true;
+        rr.handle = None;
+        rr.peer = peer;
+        rr.buf.unpack(0, data);
+        rr.msg_len = data.len();
+        rr.got = data.len();
+        self.counters.bytes_received[peer as usize] += data.len() as u64;
+        self.check_recv_done(r);
     }
 
     /// An arrival whose data is already in its unexpected slot (early
@@ -2858,7 +2883,7 @@ impl State {
             split: false,
             cancel: CancelState::None,
         };
-        let ir = self.reqs.alloc(Req {
+        let ir = self.reqs.alloc(|| Req {
             done: false,
             status: Status::default(),
             user_freed: false,
@@ -2894,6 +2919,16 @@ impl BtlSink for Sink<'_> {
                     return;
                 };
                 let credit = payload.len() + MATCH_LEN;
+                // In sequence with a receive waiting: straight into it (no
+                // unexpected slot, no match event).
+                if let Some((r, env)) =
+                    st.engine
+                        .match_arrival(u32::from(m.ctx), m.src, m.tag, m.seq)
+                {
+                    st.return_credit(peer, credit);
+                    st.take_eager(r, env, peer, payload);
+                    return;
+                }
                 let slot = st.alloc_unexp(UnexpKind::Eager, peer, credit);
                 st.arrival(m, slot, Some(payload));
             }

@@ -13,8 +13,8 @@ use oxmpi_match::{
     ProbeOutcome, RecvHandle, SendSequencer, Source, Tag, UnexpectedStats,
 };
 
-/// Context ids used by the harness.
-pub const CONTEXTS: [u32; 2] = [7, 9];
+/// Context ids used by the harness (one found by index, one by hash).
+pub const CONTEXTS: [u32; 2] = [7, 70_000];
 /// Peers per context.
 pub const N_PEERS: u32 = 3;
 
@@ -393,11 +393,31 @@ impl Harness {
                 let i = pick % q.len().min(self.window);
                 let (seq, tag, len, msg) = q.remove(i).unwrap();
                 let c = CONTEXTS[ctx];
-                let got = self
-                    .engine
-                    .handle_arrival(c, peer, tag, seq, len, msg)
-                    .unwrap();
-                let events = self.drain_events();
+                // Every other message tries the PML's fast path first, as
+                // the PML does for eager data.
+                let fast = if msg % 2 == 0 {
+                    self.engine.match_arrival(c, peer, tag, seq)
+                } else {
+                    None
+                };
+                let (got, events) = match fast {
+                    Some((recv, envelope)) => (
+                        Arrival::Delivered { events: 1 },
+                        vec![MatchEvent::Matched(Match {
+                            recv,
+                            msg,
+                            envelope,
+                            len,
+                        })],
+                    ),
+                    None => {
+                        let got = self
+                            .engine
+                            .handle_arrival(c, peer, tag, seq, len, msg)
+                            .unwrap();
+                        (got, self.drain_events())
+                    }
+                };
                 let (want, want_events) = self.model.arrival(c, peer, tag, seq, len, msg);
                 assert_eq!(got, want, "{op:?}");
                 assert_eq!(events, want_events, "{op:?}");
