@@ -28,6 +28,7 @@
 
 use std::collections::VecDeque;
 
+use crate::ctxmap::ContextMap;
 use crate::hash::{bucket_key, FxHashMap};
 use crate::slab::{Link, List, Node, Slab, NIL};
 use crate::types::{
@@ -549,79 +550,13 @@ impl Context {
     }
 }
 
-/// Context ids below this are found by index (the PML's are 16-bit);
-/// larger ones by hash.
-const DENSE_CONTEXTS: u32 = 1 << 16;
-
-/// The contexts by id: a vector indexed by id for ids below
-/// [`DENSE_CONTEXTS`] (one bounds check per message, no hashing), a map for
-/// the rest.
-#[derive(Default)]
-struct ContextMap {
-    dense: Vec<Option<Context>>,
-    sparse: FxHashMap<u32, Context>,
-    len: usize,
-}
-
-impl ContextMap {
-    #[inline]
-    fn get(&self, id: &u32) -> Option<&Context> {
-        if *id < DENSE_CONTEXTS {
-            self.dense.get(*id as usize)?.as_ref()
-        } else {
-            self.sparse.get(id)
-        }
-    }
-
-    #[inline]
-    fn get_mut(&mut self, id: &u32) -> Option<&mut Context> {
-        if *id < DENSE_CONTEXTS {
-            self.dense.get_mut(*id as usize)?.as_mut()
-        } else {
-            self.sparse.get_mut(id)
-        }
-    }
-
-    fn contains_key(&self, id: &u32) -> bool {
-        self.get(id).is_some()
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Adds `c` under `id` (the caller checked that `id` is free).
-    fn insert(&mut self, id: u32, c: Context) {
-        if id < DENSE_CONTEXTS {
-            let i = id as usize;
-            if self.dense.len() <= i {
-                self.dense.resize_with(i + 1, || None);
-            }
-            self.dense[i] = Some(c);
-        } else {
-            self.sparse.insert(id, c);
-        }
-        self.len += 1;
-    }
-
-    fn remove(&mut self, id: &u32) -> Option<Context> {
-        let c = if *id < DENSE_CONTEXTS {
-            self.dense.get_mut(*id as usize)?.take()
-        } else {
-            self.sparse.remove(id)
-        }?;
-        self.len -= 1;
-        Some(c)
-    }
-}
-
 /// The request arbiter: matches message envelopes against posted receives
 /// for any number of contexts.
 ///
 /// `R` is the PML's receive token (stored per posted receive), `M` the
 /// payload it parks with an unexpected message. Neither is inspected.
 pub struct Engine<R, M> {
-    contexts: ContextMap,
+    contexts: ContextMap<Context>,
     store: Store<R, M>,
     /// Match decisions not yet drained by [`Engine::poll_matched`]; keeps its
     /// capacity, so steady-state arrivals do not allocate.

@@ -31,6 +31,7 @@
 //! `src/ucp/tag/tag_match.h`.
 #![forbid(unsafe_code)]
 
+mod ctxmap;
 mod engine;
 mod hash;
 mod seq;

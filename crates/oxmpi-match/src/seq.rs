@@ -5,14 +5,14 @@
 //! same sequence starting from the same first value and wrapping from
 //! `u16::MAX` to 0. Both halves live in this crate so they cannot drift.
 
-use crate::hash::FxHashMap;
+use crate::ctxmap::ContextMap;
 use crate::types::MatchError;
 
 /// The sending half of message sequencing: one wrapping `u16` counter per
 /// (context, destination rank).
 #[derive(Debug, Default)]
 pub struct SendSequencer {
-    contexts: FxHashMap<u32, Vec<u16>>,
+    contexts: ContextMap<Vec<u16>>,
 }
 
 impl SendSequencer {

@@ -122,6 +122,34 @@ pub struct MatchHdr {
     pub tag: i32,
 }
 
+impl MatchHdr {
+    /// The wire form (the MATCH header: [`MATCH_LEN`] bytes).
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; MATCH_LEN] {
+        let mut b = [0u8; MATCH_LEN];
+        b[0..2].copy_from_slice(&self.ctx.to_le_bytes());
+        b[2..4].copy_from_slice(&self.seq.to_le_bytes());
+        b[4..8].copy_from_slice(&self.src.to_le_bytes());
+        b[8..12].copy_from_slice(&self.tag.to_le_bytes());
+        b
+    }
+
+    /// Reads the fixed part of a MATCH fragment: the header and the
+    /// payload after it, or `None` when `bytes` is too short. (The hot
+    /// path's shortcut for what [`Hdr::parse`] does for every type.)
+    #[inline]
+    pub fn read(bytes: &[u8]) -> Option<(MatchHdr, &[u8])> {
+        let (h, payload) = bytes.split_first_chunk::<MATCH_LEN>()?;
+        let m = MatchHdr {
+            ctx: u16::from_le_bytes([h[0], h[1]]),
+            seq: u16::from_le_bytes([h[2], h[3]]),
+            src: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
+            tag: i32::from_le_bytes([h[8], h[9], h[10], h[11]]),
+        };
+        Some((m, payload))
+    }
+}
+
 /// Rendezvous flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct RndvFlags(pub u16);
@@ -369,12 +397,8 @@ fn need(kind: HdrType, b: &[u8], n: usize) -> Result<(), HdrError> {
 }
 
 fn parse_match(r: &mut Rd<'_>) -> MatchHdr {
-    MatchHdr {
-        ctx: r.u16(),
-        seq: r.u16(),
-        src: r.u32(),
-        tag: r.i32(),
-    }
+    let (m, _) = MatchHdr::read(&r.take::<MATCH_LEN>()).expect("MATCH_LEN bytes");
+    m
 }
 
 fn parse_rndv(r: &mut Rd<'_>) -> Result<RndvHdr, HdrError> {
@@ -535,12 +559,7 @@ impl Hdr {
             b: &mut out[..n],
             at: 0,
         };
-        let emit_match = |w: &mut Wr<'_>, m: &MatchHdr| {
-            w.u16(m.ctx);
-            w.u16(m.seq);
-            w.u32(m.src);
-            w.i32(m.tag);
-        };
+        let emit_match = |w: &mut Wr<'_>, m: &MatchHdr| w.put(&m.to_bytes());
         let emit_rndv = |w: &mut Wr<'_>, h: &RndvHdr| {
             emit_match(w, &h.m);
             w.u16(h.flags.0);

@@ -74,6 +74,26 @@ pub enum SendMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ReqId(pub(crate) ReqRef);
 
+impl ReqId {
+    /// A send that completed inside [`Ob1::isend`] (small, eager, written
+    /// straight into the BTL): no request was made, and the handle carries
+    /// the byte count. Generation 0 is never a live slot's.
+    fn sent_inline(bytes: usize) -> ReqId {
+        ReqId(ReqRef {
+            index: u32::try_from(bytes).unwrap_or(u32::MAX),
+            generation: 0,
+        })
+    }
+
+    /// The status of a send that completed inside `isend`.
+    fn inline_status(self) -> Option<Status> {
+        (self.0.generation == 0).then(|| Status {
+            bytes: self.0.index as usize,
+            ..Status::default()
+        })
+    }
+}
+
 /// A matched-probe message (`MPI_Message`), received with [`Ob1::imrecv`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Message {
@@ -470,6 +490,8 @@ pub(crate) struct State {
     /// getting our data it has no core to spare for a split transfer.
     rget_out: Vec<u32>,
     dead: Vec<Option<String>>,
+    /// How many entries of `dead` are set (none: nothing to check).
+    n_dead: usize,
     counters: Counters,
     tick: u32,
     bsend: Option<Bsend>,
@@ -656,6 +678,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 owed: vec![0; n],
                 rget_out: vec![0; n],
                 dead: vec![None; n],
+                n_dead: 0,
                 counters: Counters {
                     bytes_sent: vec![0; n],
                     bytes_received: vec![0; n],
@@ -800,6 +823,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Result<ReqId, PmlError> {
+        // Small enough to write straight into the BTL: done now, no request
+        // (ob1 does the same).
+        if let Some(st) = self.send_inline(&buf, dst, tag, ctx, mode) {
+            return Ok(ReqId::sent_inline(st.bytes));
+        }
         let r = self.new_send(buf, dst, tag, ctx, mode, false)?;
         self.start(r)?;
         Ok(r)
@@ -935,8 +963,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             src: me,
             tag,
         };
-        let mut hb = [0u8; MATCH_LEN];
-        Hdr::Match(m).emit(&mut hb);
+        let hb = m.to_bytes();
         let data = region.read();
         match btls[b].sendi(ep, HdrType::Match.am_tag(), &[&hb, data]) {
             Ok(()) => {
@@ -964,7 +991,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
     ) -> Result<ReqId, PmlError> {
         let r = self.new_recv(buf, src, tag, ctx, false)?;
-        self.start(r)?;
+        self.st.start_recv(r.0);
+        if self.st.has_queued() {
+            self.run_actions();
+        }
         Ok(r)
     }
 
@@ -1005,7 +1035,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
             },
             user_freed: false,
             persistent,
-            active: false,
+            // A non-persistent receive is created started.
+            active: !persistent,
             kind: Kind::Recv(RecvReq {
                 ctx,
                 src,
@@ -1831,7 +1862,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 n += self.btls[i].progress(&mut sink);
             }
         }
-        if !self.st.actions.is_empty() || !self.st.pending.is_empty() || !self.st.dereg.is_empty() {
+        if self.st.has_queued() {
             n += self.run_actions();
         }
         // Deregistrations of completed RDMA receives.
@@ -1840,6 +1871,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
 
     /// Whether the request has completed (without consuming it).
     pub fn is_complete(&self, id: ReqId) -> Result<bool, PmlError> {
+        if id.inline_status().is_some() {
+            return Ok(true);
+        }
         self.st
             .reqs
             .get(id.0)
@@ -1850,6 +1884,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// `MPI_Test`: the status if the request completed, freeing a
     /// non-persistent request.
     pub fn test(&mut self, id: ReqId) -> Result<Option<Status>, PmlError> {
+        if let Some(st) = id.inline_status() {
+            return Ok(Some(st));
+        }
         let q = self
             .st
             .reqs
@@ -1879,6 +1916,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
 
     /// `MPI_Request_free`: the request is released once it completes.
     pub fn request_free(&mut self, id: ReqId) -> Result<(), PmlError> {
+        if id.inline_status().is_some() {
+            return Ok(());
+        }
         let q = self
             .st
             .reqs
@@ -1898,6 +1938,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// (it is still queued for resources); otherwise it completes normally
     /// and its status says not cancelled, as MPI allows.
     pub fn cancel(&mut self, id: ReqId) -> Result<(), PmlError> {
+        if id.inline_status().is_some() {
+            // Eager and gone: it completes normally, not cancelled.
+            return Ok(());
+        }
         let r = id.0;
         let q = self
             .st
@@ -1993,10 +2037,6 @@ impl<B: ?Sized + Btl> Ob1<B> {
             msg.ctx,
             false,
         )?;
-        if let Some(q) = self.st.reqs.get_mut(id.0) {
-            q.active = true;
-            q.done = false;
-        }
         self.st.matched(id.0, msg.slot, msg.env, None);
         self.run_actions();
         Ok(id)
@@ -2063,7 +2103,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
 
     /// Whether any world rank has been reported lost.
     pub fn any_dead_peer(&self) -> bool {
-        self.st.dead.iter().any(Option::is_some)
+        self.st.n_dead > 0
     }
 
     /// Whether some BTL still holds outgoing work (queued fragments,
@@ -2307,6 +2347,7 @@ impl State {
         }
         tracing::debug!(peer, "peer lost: {why}");
         self.dead[peer as usize] = Some(format!("rank {peer} is gone: {why}"));
+        self.n_dead += 1;
         let mut victims = Vec::new();
         for (i, s) in self.reqs.slots.iter().enumerate() {
             let Some(q) = &s.req else { continue };
@@ -2425,7 +2466,7 @@ impl State {
                 {
                     rr.handle = Some(h);
                 }
-                if let Source::Rank(s) = src {
+                if let (Source::Rank(s), 1..) = (src, self.n_dead) {
                     let peer = self.comms[usize::from(ctx)]
                         .as_ref()
                         .map_or(0, |c| c.world[s as usize]);
@@ -2683,6 +2724,34 @@ impl State {
         }
     }
 
+    /// Whether actions, refused operations or deregistrations wait for
+    /// [`Ob1::run_actions`].
+    #[inline]
+    fn has_queued(&self) -> bool {
+        !self.actions.is_empty() || !self.pending.is_empty() || !self.dereg.is_empty()
+    }
+
+    /// An eager message (a MATCH fragment) arrived over BTL `btl`.
+    #[inline]
+    fn on_match(&mut self, m: MatchHdr, payload: &[u8], btl: usize, ep: Endpoint) {
+        let Some(peer) = self.peer_of(m.ctx, m.src, btl, ep) else {
+            return;
+        };
+        let credit = payload.len() + MATCH_LEN;
+        // In sequence with a receive waiting: straight into it (no
+        // unexpected slot, no match event).
+        if let Some((r, env)) = self
+            .engine
+            .match_arrival(u32::from(m.ctx), m.src, m.tag, m.seq)
+        {
+            self.return_credit(peer, credit);
+            self.take_eager(r, env, peer, payload);
+            return;
+        }
+        let slot = self.alloc_unexp(UnexpKind::Eager, peer, credit);
+        self.arrival(m, slot, Some(payload));
+    }
+
     /// Receive `r` takes a whole eager message `data` from world rank
     /// `peer`.
     fn take_eager(&mut self, r: ReqRef, env: Envelope, peer: u32, data: &[u8]) {
@@ -2905,6 +2974,14 @@ struct Sink<'a> {
 impl BtlSink for Sink<'_> {
     fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]) {
         let st = &mut *self.st;
+        // Eager data first: its header has a fixed size and no field to
+        // check beyond the matching ones.
+        if tag == HdrType::Match.am_tag() {
+            if let Some((m, payload)) = MatchHdr::read(data) {
+                st.on_match(m, payload, self.btl, ep);
+                return;
+            }
+        }
         let (hdr, payload) = match Hdr::parse(tag, data) {
             Ok(x) => x,
             Err(e) => {
@@ -2914,24 +2991,7 @@ impl BtlSink for Sink<'_> {
             }
         };
         match hdr {
-            Hdr::Match(m) => {
-                let Some(peer) = st.peer_of(m.ctx, m.src, self.btl, ep) else {
-                    return;
-                };
-                let credit = payload.len() + MATCH_LEN;
-                // In sequence with a receive waiting: straight into it (no
-                // unexpected slot, no match event).
-                if let Some((r, env)) =
-                    st.engine
-                        .match_arrival(u32::from(m.ctx), m.src, m.tag, m.seq)
-                {
-                    st.return_credit(peer, credit);
-                    st.take_eager(r, env, peer, payload);
-                    return;
-                }
-                let slot = st.alloc_unexp(UnexpKind::Eager, peer, credit);
-                st.arrival(m, slot, Some(payload));
-            }
+            Hdr::Match(m) => st.on_match(m, payload, self.btl, ep),
             Hdr::Rndv(h) | Hdr::Rget(h, _) => {
                 let key = match hdr {
                     Hdr::Rget(_, k) => Some(k),
