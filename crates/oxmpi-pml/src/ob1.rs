@@ -72,23 +72,34 @@ pub enum SendMode {
 
 /// A request handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ReqId(pub(crate) ReqRef);
+pub struct ReqId(pub(crate) ReqRef, i32);
 
 impl ReqId {
+    /// The handle of request `r`.
+    fn of(r: ReqRef) -> ReqId {
+        ReqId(r, 0)
+    }
+
     /// A send that completed inside [`Ob1::isend`] (small, eager, written
     /// straight into the BTL): no request was made, and the handle carries
-    /// the byte count. Generation 0 is never a live slot's.
-    fn sent_inline(bytes: usize) -> ReqId {
-        ReqId(ReqRef {
-            index: u32::try_from(bytes).unwrap_or(u32::MAX),
-            generation: 0,
-        })
+    /// its status (byte count and tag). Generation 0 is never a live
+    /// slot's.
+    fn sent_inline(st: &Status) -> ReqId {
+        let bytes = u32::try_from(st.bytes).unwrap_or(u32::MAX);
+        ReqId(
+            ReqRef {
+                index: bytes,
+                generation: 0,
+            },
+            st.tag,
+        )
     }
 
     /// The status of a send that completed inside `isend`.
     fn inline_status(self) -> Option<Status> {
         (self.0.generation == 0).then(|| Status {
             bytes: self.0.index as usize,
+            tag: self.1,
             ..Status::default()
         })
     }
@@ -826,7 +837,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         // Small enough to write straight into the BTL: done now, no request
         // (ob1 does the same).
         if let Some(st) = self.send_inline(&buf, dst, tag, ctx, mode) {
-            return Ok(ReqId::sent_inline(st.bytes));
+            return Ok(ReqId::sent_inline(&st));
         }
         let r = self.new_send(buf, dst, tag, ctx, mode, false)?;
         self.start(r)?;
@@ -912,7 +923,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             active: false,
             kind: Kind::Send(s),
         });
-        Ok(ReqId(r))
+        Ok(ReqId::of(r))
     }
 
     /// A blocking standard or ready send of a small contiguous message,
@@ -1055,7 +1066,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 fin_owed: false,
             }),
         });
-        Ok(ReqId(r))
+        Ok(ReqId::of(r))
     }
 
     /// Starts a request (`MPI_Start`): a persistent request that is
@@ -2130,6 +2141,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         for d in &mut self.st.dead {
             d.get_or_insert_with(|| "MPI is finalized".to_string());
         }
+        self.st.n_dead = self.st.dead.len();
     }
 
     /// The reason world rank `peer` is lost, if it is.

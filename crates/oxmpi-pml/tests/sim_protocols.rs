@@ -318,6 +318,53 @@ fn transfer(w: &mut World, len: usize, mode: SendMode) -> (Status, Status) {
 }
 
 #[test]
+fn a_small_isend_completes_at_once_with_its_status() {
+    let mut w = world(2);
+    let before = w.ranks[0].counters();
+    let (ss, rs) = transfer(&mut w, 8, SendMode::Standard);
+    let after = w.ranks[0].counters();
+    assert_eq!(after.eager_sendi, before.eager_sendi + 1);
+    assert_eq!((ss.bytes, ss.tag, ss.cancelled), (8, 5, false));
+    assert_eq!((rs.bytes, rs.tag, rs.source), (8, 5, 0));
+    // Complete without any progress, and harmless to test, free or cancel.
+    let mut src = Mem::pattern(16, 1);
+    let id = w.ranks[0]
+        .isend(src.buf(), 1, 9, CTX, SendMode::Ready)
+        .unwrap();
+    assert!(w.ranks[0].is_complete(id).unwrap());
+    w.ranks[0].cancel(id).unwrap();
+    let st = w.ranks[0].test(id).unwrap().expect("complete");
+    assert_eq!((st.bytes, st.tag, st.cancelled), (16, 9, false));
+    w.ranks[0].request_free(id).unwrap();
+    // A synchronous send never completes inline.
+    let sid = w.ranks[0]
+        .isend(src.buf(), 1, 10, CTX, SendMode::Synchronous)
+        .unwrap();
+    assert!(!w.ranks[0].is_complete(sid).unwrap());
+    let mut dst = Mem::zeros(16);
+    for tag in [9, 10] {
+        let r = w.ranks[1]
+            .irecv(dst.buf(), Source::Rank(0), Tag::Value(tag), CTX)
+            .unwrap();
+        w.wait(1, r);
+    }
+    w.wait(0, sid);
+}
+
+#[test]
+fn after_close_a_receive_fails_at_once() {
+    let mut w = world(2);
+    w.ranks[1].close();
+    assert!(w.ranks[1].any_dead_peer());
+    let mut dst = Mem::zeros(8);
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(1), CTX)
+        .unwrap();
+    let st = w.ranks[1].test(r).unwrap().expect("failed at once");
+    assert_eq!(st.error, Some(ErrClass::ProcFailed));
+}
+
+#[test]
 fn eager_immediate_prepared_and_copied() {
     // The sim BTL copies in prepare_src; advertising in-place sends makes
     // the PML take the prepared path, which is what is counted here.
