@@ -2715,17 +2715,19 @@ impl State {
                 m.data.clear();
                 self.spare.push(m.data);
                 if rr.got >= rr.msg_len {
-                    if hdr.flags.has(RndvFlags::SYNC) {
-                        self.actions.push_back(Action::Ctl {
-                            peer: m.peer,
-                            hdr: Hdr::Ack {
-                                send_req: hdr.send_req,
-                                recv_req: r,
-                                send_offset: hdr.msg_len,
-                                send_len: 0,
-                            },
-                        });
-                    }
+                    // The RNDV carried everything (a synchronous send, a
+                    // zero-length send forced to rendezvous by credits, or
+                    // rndv_eager_limit above eager_limit): the sender still
+                    // waits for our ACK, which says nothing more is wanted.
+                    self.actions.push_back(Action::Ctl {
+                        peer: m.peer,
+                        hdr: Hdr::Ack {
+                            send_req: hdr.send_req,
+                            recv_req: r,
+                            send_offset: hdr.msg_len,
+                            send_len: 0,
+                        },
+                    });
                     self.check_recv_done(r);
                 } else {
                     rr.rkey = key;

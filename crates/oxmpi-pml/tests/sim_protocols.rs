@@ -805,6 +805,67 @@ fn eager_credits_bound_unexpected_data() {
 }
 
 #[test]
+fn a_rendezvous_that_carries_the_whole_message_still_completes() {
+    // rndv_eager_limit above eager_limit (as Open MPI allows): a message
+    // between the two travels whole in its RNDV, and the sender waits for
+    // the receiver's ACK. Posted first and arrived first.
+    let mut sim = SimConfig::default();
+    sim.limits.rndv_eager_limit = 16 * 1024;
+    let keep = Caps::SEND | Caps::SENDI | Caps::ORDERED;
+    let mut w = world_with(2, sim, keep, PmlConfig::default());
+    let (ss, rs) = transfer(&mut w, 8000, SendMode::Standard);
+    assert_eq!((ss.bytes, rs.bytes), (8000, 8000));
+    let mut src = Mem::pattern(9000, 3);
+    let s = w.ranks[0]
+        .isend(src.buf(), 1, 6, CTX, SendMode::Standard)
+        .unwrap();
+    for _ in 0..100 {
+        for o in &mut w.ranks {
+            o.progress();
+        }
+        w.net.advance_to_next();
+    }
+    assert!(!w.ranks[0].is_complete(s).unwrap(), "waits for the ACK");
+    let mut dst = Mem::zeros(9000);
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(6), CTX)
+        .unwrap();
+    w.wait(1, r);
+    w.wait(0, s);
+    assert_eq!(src.0, dst.0);
+    assert_eq!(w.ranks[0].counters().rndv, 2);
+
+    // A zero-length send forced to rendezvous by spent credits.
+    let pml = PmlConfig {
+        eager_credits: 4096,
+        ..PmlConfig::default()
+    };
+    let mut w = world_with(2, SimConfig::default(), keep, pml);
+    let mut big = Mem::pattern(4080, 1);
+    let first = w.ranks[0]
+        .isend(big.buf(), 1, 1, CTX, SendMode::Standard)
+        .unwrap();
+    let mut empty = Mem::zeros(0);
+    let second = w.ranks[0]
+        .isend(empty.buf(), 1, 2, CTX, SendMode::Standard)
+        .unwrap();
+    assert_eq!(w.ranks[0].counters().rndv_forced_by_credits, 1);
+    let mut d1 = Mem::zeros(4080);
+    let mut d2 = Mem::zeros(0);
+    let r2 = w.ranks[1]
+        .irecv(d2.buf(), Source::Rank(0), Tag::Value(2), CTX)
+        .unwrap();
+    let r1 = w.ranks[1]
+        .irecv(d1.buf(), Source::Rank(0), Tag::Value(1), CTX)
+        .unwrap();
+    assert_eq!(w.wait(1, r2).bytes, 0);
+    w.wait(1, r1);
+    w.wait(0, first);
+    w.wait(0, second);
+    assert_eq!(d1.0, big.0);
+}
+
+#[test]
 fn truncation_keeps_what_fits() {
     for len in [100usize, 50_000, 500_000] {
         let mut w = world(2);

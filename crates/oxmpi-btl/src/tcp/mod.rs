@@ -100,10 +100,16 @@ pub use wire::{Card, CardEntry};
 
 use wire::{Handshake, HsKind, PutHdr, FRAME_HDR_LEN, HS_LEN, PUT_ACK_LEN, PUT_HDR_LEN};
 
-/// Default limits, as Open MPI's tcp BTL: 64 KiB eager, 128 KiB pipeline
-/// fragments, exclusivity 100, latency 100, bandwidth 100 per link.
+/// Default limits, as Open MPI's tcp BTL (64 KiB first rendezvous
+/// fragment, 128 KiB pipeline fragments, exclusivity 100, latency 100,
+/// bandwidth 100 per link) except the eager limit: a payload of up to
+/// 256 KiB goes eagerly, headers included. Open MPI's 64 KiB counts the
+/// headers, so a 64 KiB message took a rendezvous round trip and a 32-byte
+/// tail fragment. Measured over loopback, interleaved with MPICH 5: 64 KiB
+/// 35 -> 25 us (MPICH 27), 256 KiB 241 -> 179 us (MPICH 186); 1 and 4 MiB
+/// unchanged. Unexpected eager data stays bounded by the PML's credits.
 pub const DEFAULT_LIMITS: Limits = Limits {
-    eager_limit: 64 * 1024,
+    eager_limit: 256 * 1024 + 64,
     rndv_eager_limit: 64 * 1024,
     max_send_size: 128 * 1024,
     max_sendi_size: 64 * 1024,
