@@ -135,32 +135,38 @@ fn a_new_mapping_where_a_counted_watch_was_is_watched_again() {
     let w = MemWatch::get().expect("userfaultfd works here");
     let len = 8 * PAGE;
     let a = anon(len);
+    // Fresh memory over `a`, replacing what is there. The range is never
+    // left free until the end: other tests run in parallel threads, and
+    // one of their mappings could land in a gap and be replaced here.
+    let replace = || {
+        // SAFETY: `a..a + len` is our own mapping, which MAP_FIXED replaces
+        // in one step; nothing refers to its old pages.
+        let b = unsafe {
+            mmap_anonymous(
+                a as *mut _,
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::FIXED,
+            )
+        }
+        .unwrap() as usize;
+        assert_eq!(a, b);
+    };
     assert!(w.watch(a, len));
     let mut seen = w.cursor();
     // Released while its watch is still counted (a cache entry in use).
-    // SAFETY: the mapping is ours and nothing refers to it.
-    unsafe { munmap(a as *mut _, len) }.unwrap();
+    replace();
     assert!(released(&w, &mut seen, a, len));
-    // New memory at the same address, watched again: its release must be
-    // reported too (the kernel forgot the old registration).
-    // SAFETY: the range was ours and is unmapped; MAP_FIXED takes it back.
-    let b = unsafe {
-        mmap_anonymous(
-            a as *mut _,
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::PRIVATE | MapFlags::FIXED,
-        )
-    }
-    .unwrap() as usize;
-    assert_eq!(a, b);
+    // The new memory at the same address, watched again: its release must
+    // be reported too (the kernel forgot the old registration).
     assert!(w.watch(a, len));
-    // SAFETY: as above.
-    unsafe { munmap(a as *mut _, len) }.unwrap();
+    replace();
     assert!(
         released(&w, &mut seen, a, len),
         "the new mapping's release was not reported"
     );
     w.unwatch(a, len);
     w.unwatch(a, len);
+    // SAFETY: the mapping is ours and nothing refers to it.
+    unsafe { munmap(a as *mut _, len) }.unwrap();
 }
