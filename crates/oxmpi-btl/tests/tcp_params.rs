@@ -128,7 +128,7 @@ fn tcp_registry_round_trip() {
             DEFAULT_LIMITS.latency,
             DEFAULT_LIMITS.bandwidth
         ),
-        (64 << 10, 128 << 10, 100, 100, 100)
+        ((256 << 10) + 64, 128 << 10, 100, 100, 100)
     );
     let reg = registry(&[
         ("btl_tcp_if_include", "lo,10.0.0.0/8"),
