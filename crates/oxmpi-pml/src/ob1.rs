@@ -473,6 +473,25 @@ impl Reqs {
         (s.gen == r.generation).then_some(())?;
         s.req.as_mut()
     }
+
+    /// Receive `r` met a message with envelope `env` from world rank
+    /// `peer`: records the match in its status and state, and returns it.
+    fn matched_recv(&mut self, r: ReqRef, env: Envelope, peer: u32) -> Option<&mut RecvReq> {
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            status,
+            ..
+        }) = self.get_mut(r)
+        else {
+            return None;
+        };
+        status.source = env.source as i32;
+        status.tag = env.tag;
+        rr.matched = true;
+        rr.handle = None;
+        rr.peer = peer;
+        Some(rr)
+    }
 }
 
 /// The state every handler needs, apart from the BTLs themselves.
@@ -2690,19 +2709,9 @@ impl State {
             return;
         }
         let data: &[u8] = payload.unwrap_or(&msg.data);
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            status,
-            ..
-        }) = self.reqs.get_mut(r)
-        else {
+        let Some(rr) = self.reqs.matched_recv(r, env, msg.peer) else {
             return;
         };
-        status.source = env.source as i32;
-        status.tag = env.tag;
-        rr.matched = true;
-        rr.handle = None;
-        rr.peer = msg.peer;
         match msg.kind {
             UnexpKind::Eager => unreachable!("handled above"),
             UnexpKind::Rndv { hdr, key } => {
@@ -2769,19 +2778,9 @@ impl State {
     /// Receive `r` takes a whole eager message `data` from world rank
     /// `peer`.
     fn take_eager(&mut self, r: ReqRef, env: Envelope, peer: u32, data: &[u8]) {
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            status,
-            ..
-        }) = self.reqs.get_mut(r)
-        else {
+        let Some(rr) = self.reqs.matched_recv(r, env, peer) else {
             return;
         };
-        status.source = env.source as i32;
-        status.tag = env.tag;
-        rr.matched = true;
-        rr.handle = None;
-        rr.peer = peer;
         rr.buf.unpack(0, data);
         rr.msg_len = data.len();
         rr.got = data.len();
