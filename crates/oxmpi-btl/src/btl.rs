@@ -131,8 +131,8 @@ impl std::ops::BitOr for Access {
 pub struct Limits {
     /// Largest eager message including the PML header.
     pub eager_limit: usize,
-    /// Data sent with a rendezvous header (the first fragment of a
-    /// pipeline); the PML uses `min(eager_limit, rndv_eager_limit)`.
+    /// Largest first fragment of a rendezvous (its header and the data sent
+    /// with it), also capped by `max_send_size`.
     pub rndv_eager_limit: usize,
     /// Largest fragment of the send/receive pipeline, header included.
     pub max_send_size: usize,

@@ -8,6 +8,16 @@ use rustix::mm::{
 };
 
 const PAGE: usize = 4096;
+
+/// The tests map, free and watch memory of one process-wide watcher, and a
+/// release is reported only once the memory is gone: a parallel test could
+/// map the same addresses in between and see a stale event. So they run
+/// one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 /// Above glibc's largest mmap threshold: always its own mapping.
 const BIG: usize = 64 << 20;
 
@@ -42,6 +52,7 @@ fn anon(len: usize) -> usize {
 
 #[test]
 fn free_of_a_watched_block_is_reported() {
+    let _one = serial();
     let w = MemWatch::get().expect("userfaultfd works here");
     let v = vec![0u8; BIG];
     let (a, n) = interior(&v);
@@ -58,6 +69,7 @@ fn free_of_a_watched_block_is_reported() {
 
 #[test]
 fn munmap_mremap_and_madvise_are_reported() {
+    let _one = serial();
     let w = MemWatch::get().expect("userfaultfd works here");
     let len = 16 * PAGE;
     let a = anon(len);
@@ -88,6 +100,7 @@ fn munmap_mremap_and_madvise_are_reported() {
 
 #[test]
 fn unwatched_memory_is_not_reported_and_overlaps_are_counted() {
+    let _one = serial();
     let w = MemWatch::get().expect("userfaultfd works here");
     let v = vec![0u8; BIG];
     let (a, n) = interior(&v);
@@ -122,6 +135,7 @@ fn unwatched_memory_is_not_reported_and_overlaps_are_counted() {
 #[test]
 fn memory_that_cannot_be_watched_says_so() {
     static TEXT: [u8; 3 * PAGE] = [7; 3 * PAGE];
+    let _one = serial();
     let w = MemWatch::get().expect("userfaultfd works here");
     let (a, n) = interior(&TEXT);
     assert!(
@@ -132,6 +146,7 @@ fn memory_that_cannot_be_watched_says_so() {
 
 #[test]
 fn a_new_mapping_where_a_counted_watch_was_is_watched_again() {
+    let _one = serial();
     let w = MemWatch::get().expect("userfaultfd works here");
     let len = 8 * PAGE;
     let a = anon(len);

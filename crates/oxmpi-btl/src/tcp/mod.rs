@@ -806,7 +806,10 @@ impl TcpBtl {
                     pool: BufPool {
                         small: Vec::new(),
                         large: Vec::new(),
-                        large_cap: frame_max.max(SMALL_BUF + 1),
+                        // Pipeline fragments are pooled; a copied eager
+                        // message larger than one (up to the 256 KiB eager
+                        // limit) gets a buffer of its own size.
+                        large_cap: cfg.limits.max_send_size.min(frame_max).max(SMALL_BUF + 1),
                     },
                     completions: VecDeque::new(),
                     lost: VecDeque::new(),
