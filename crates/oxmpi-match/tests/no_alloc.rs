@@ -3,37 +3,14 @@
 //! parked and drained), probes, matched probes and cancels allocate nothing.
 //!
 //! This test binary is its own crate; the library itself stays
-//! `#![forbid(unsafe_code)]`. The only `unsafe` here is the allocator shim.
+//! `#![forbid(unsafe_code)]`. The only `unsafe` is the allocator shim
+//! (`support/counting_alloc.rs`).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
+use counting_alloc::allocations;
 use oxmpi_match::{Engine, PostOutcome, ProbeOutcome, Source, Tag};
-
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call unchanged to the system allocator.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 /// One round of mixed traffic on context 1 with 4 peers; `seq` is the next
 /// sequence number per peer.
@@ -99,11 +76,11 @@ fn steady_state_does_not_allocate() {
     for _ in 0..100 {
         round(&mut e, &mut seq);
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocations();
     for _ in 0..70_000 {
         // Crosses the u16 wrap for every peer.
         round(&mut e, &mut seq);
     }
-    let after = ALLOCS.load(Ordering::Relaxed);
+    let after = allocations();
     assert_eq!(after - before, 0, "steady-state path allocated");
 }

@@ -6,41 +6,29 @@
 //!
 //! `cargo run --release -p oxmpi-pml --example hot_path`
 
+#[path = "../tests/support/self_rank.rs"]
+mod self_rank;
+
 use std::time::Instant;
 
 use oxmpi_btl::btl::Btl;
-use oxmpi_btl::mem::MemRegion;
-use oxmpi_btl::self_btl::{SelfBtl, DEFAULT_LIMITS};
 use oxmpi_match::{Source, Tag};
-use oxmpi_pml::{Buffer, Ob1, PeerDesc, PmlConfig, ReqId, SendMode};
+use oxmpi_pml::{Buffer, Ob1, ReqId, SendMode};
+use self_rank::SelfRank;
 
 const WINDOW: usize = 64;
 const ITERS: usize = 200_000;
 
 fn main() {
-    let peers = vec![PeerDesc {
-        local: true,
-        cards: vec![None],
-    }];
-    let btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(0, DEFAULT_LIMITS))];
-    let mut o = Ob1::new(PmlConfig::default(), 0, btls, &peers).expect("engine");
-    o.add_comm(0, vec![0], 0).expect("communicator");
-    let mut sbuf = vec![1u8; 8];
-    let mut rbuf = vec![0u8; 8 * WINDOW];
-    // SAFETY: `sbuf` outlives every send and is not touched meanwhile.
-    let send = Buffer::Contig(unsafe { MemRegion::new(sbuf.as_mut_ptr(), 8) });
-    let slots: Vec<Buffer> = rbuf
-        .chunks_mut(8)
-        // SAFETY: `rbuf` outlives every receive; each receive completes
-        // before its slot is given to another.
-        .map(|c| Buffer::Contig(unsafe { MemRegion::new(c.as_mut_ptr(), c.len()) }))
-        .collect();
+    // Borrowed, not moved out: the rank keeps the buffers alive.
+    let mut rank = SelfRank::new(WINDOW, 1);
+    let SelfRank { o, send, slots, .. } = &mut rank;
     let recv = |o: &mut Ob1<dyn Btl>, b: &Buffer| {
         o.irecv(b.clone(), Source::Rank(0), Tag::Value(1), 0)
             .expect("irecv")
     };
     let send_one = |o: &mut Ob1<dyn Btl>| {
-        o.send_inline(&send, 0, 1, 0, SendMode::Standard)
+        o.send_inline(send, 0, 1, 0, SendMode::Standard)
             .expect("an eager send goes inline")
     };
     let done = |o: &mut Ob1<dyn Btl>, id: ReqId| {
@@ -51,35 +39,36 @@ fn main() {
     for _ in 0..15 {
         let t = Instant::now();
         for _ in 0..ITERS {
-            let id = recv(&mut o, &slots[0]);
-            send_one(&mut o);
+            let id = recv(o, &slots[0]);
+            send_one(o);
             o.progress();
-            done(&mut o, id);
+            done(o, id);
         }
         best[0] = best[0].min(t.elapsed().as_nanos() as f64 / ITERS as f64);
         let t = Instant::now();
         for _ in 0..ITERS / WINDOW {
             ids.clear();
-            ids.extend(slots.iter().map(|b| recv(&mut o, b)));
+            ids.extend(slots.iter().map(|b| recv(o, b)));
             for _ in 0..WINDOW {
-                send_one(&mut o);
+                send_one(o);
             }
             o.progress();
             for &id in &ids {
-                done(&mut o, id);
+                done(o, id);
             }
         }
         let n = ITERS / WINDOW * WINDOW;
         best[1] = best[1].min(t.elapsed().as_nanos() as f64 / n as f64);
         let t = Instant::now();
         for _ in 0..ITERS {
-            send_one(&mut o);
+            send_one(o);
             o.progress();
-            let id = recv(&mut o, &slots[0]);
-            done(&mut o, id);
+            let id = recv(o, &slots[0]);
+            done(o, id);
         }
         best[2] = best[2].min(t.elapsed().as_nanos() as f64 / ITERS as f64);
     }
+    assert_eq!(rank.last_byte(), 1, "the data arrived");
     println!(
         "ns per message: posted {:.1}, window of {WINDOW} {:.1}, unexpected {:.1}",
         best[0], best[1], best[2]

@@ -342,9 +342,6 @@ impl Rd<'_> {
     fn u16(&mut self) -> u16 {
         u16::from_le_bytes(self.take())
     }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.take())
-    }
     fn i32(&mut self) -> i32 {
         i32::from_le_bytes(self.take())
     }
@@ -368,9 +365,6 @@ impl Wr<'_> {
         self.at += bytes.len();
     }
     fn u16(&mut self, v: u16) {
-        self.put(&v.to_le_bytes());
-    }
-    fn u32(&mut self, v: u32) {
         self.put(&v.to_le_bytes());
     }
     fn i32(&mut self, v: i32) {
@@ -529,13 +523,13 @@ impl Hdr {
             HdrType::Credit => Hdr::Credit { bytes: r.u64() },
             HdrType::Cancel => {
                 let send_req = r.req();
-                let ctx = r.u16();
+                let MatchHdr { ctx, seq, src, tag } = parse_match(&mut r);
                 Hdr::Cancel {
                     send_req,
                     ctx,
-                    seq: r.u16(),
-                    src: r.u32(),
-                    tag: r.i32(),
+                    seq,
+                    src,
+                    tag,
                 }
             }
             HdrType::CancelAck => Hdr::CancelAck {
@@ -632,10 +626,13 @@ impl Hdr {
                 tag,
             } => {
                 w.req(*send_req);
-                w.u16(*ctx);
-                w.u16(*seq);
-                w.u32(*src);
-                w.i32(*tag);
+                let m = MatchHdr {
+                    ctx: *ctx,
+                    seq: *seq,
+                    src: *src,
+                    tag: *tag,
+                };
+                emit_match(&mut w, &m);
             }
             Hdr::CancelAck {
                 send_req,

@@ -337,6 +337,29 @@ struct Req {
     kind: Kind,
 }
 
+impl Req {
+    fn send(&self) -> Option<&SendReq> {
+        match &self.kind {
+            Kind::Send(s) => Some(s),
+            Kind::Recv(_) => None,
+        }
+    }
+
+    fn send_mut(&mut self) -> Option<&mut SendReq> {
+        match &mut self.kind {
+            Kind::Send(s) => Some(s),
+            Kind::Recv(_) => None,
+        }
+    }
+
+    fn recv_mut(&mut self) -> Option<&mut RecvReq> {
+        match &mut self.kind {
+            Kind::Recv(rr) => Some(rr),
+            Kind::Send(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Slot {
     gen: u32,
@@ -472,6 +495,36 @@ impl Reqs {
         let s = self.slots.get_mut(r.index as usize)?;
         (s.gen == r.generation).then_some(())?;
         s.req.as_mut()
+    }
+
+    /// Send request `r`.
+    fn send(&self, r: ReqRef) -> Option<&SendReq> {
+        self.get(r).and_then(Req::send)
+    }
+
+    /// Send request `r`, to change.
+    fn send_mut(&mut self, r: ReqRef) -> Option<&mut SendReq> {
+        self.get_mut(r).and_then(Req::send_mut)
+    }
+
+    /// Receive request `r`, to change.
+    fn recv_mut(&mut self, r: ReqRef) -> Option<&mut RecvReq> {
+        self.get_mut(r).and_then(Req::recv_mut)
+    }
+
+    /// Send request `r` while it has not completed.
+    fn live_send(&self, r: ReqRef) -> Option<&SendReq> {
+        self.get(r).filter(|q| !q.done).and_then(Req::send)
+    }
+
+    /// Send request `r` while it has not completed, to change.
+    fn live_send_mut(&mut self, r: ReqRef) -> Option<&mut SendReq> {
+        self.get_mut(r).filter(|q| !q.done).and_then(Req::send_mut)
+    }
+
+    /// Receive request `r` while it has not completed, to change.
+    fn live_recv_mut(&mut self, r: ReqRef) -> Option<&mut RecvReq> {
+        self.get_mut(r).filter(|q| !q.done).and_then(Req::recv_mut)
     }
 
     /// Receive `r` met a message with envelope `env` from world rank
@@ -1138,11 +1191,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             st.fail(r, ErrClass::Rank, "no BTL reaches this rank");
             return;
         };
-        let Some(Req {
-            kind: Kind::Send(s),
-            ..
-        }) = st.reqs.get_mut(r)
-        else {
+        let Some(s) = st.reqs.send_mut(r) else {
             return;
         };
         // Reset for a (re)start.
@@ -1230,12 +1279,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// after NoResource or an ACK.
     fn drive_send(&mut self, r: ReqRef) {
         let Self { btls, st } = self;
-        let Some(Req {
-            kind: Kind::Send(s),
-            done: false,
-            ..
-        }) = st.reqs.get_mut(r)
-        else {
+        let Some(s) = st.reqs.live_send_mut(r) else {
             return;
         };
         let peer = s.peer as usize;
@@ -1345,20 +1389,12 @@ impl<B: ?Sized + Btl> Ob1<B> {
             };
             if sent_now {
                 st.counters.bytes_sent[peer] += first as u64;
-                if let Some(Req {
-                    kind: Kind::Send(s),
-                    ..
-                }) = st.reqs.get_mut(r)
-                {
+                if let Some(s) = st.reqs.send_mut(r) {
                     s.first_sent = true;
                     s.first_done = true;
                 }
             } else {
-                let Some(Req {
-                    kind: Kind::Send(s),
-                    ..
-                }) = st.reqs.get_mut(r)
-                else {
+                let Some(s) = st.reqs.send_mut(r) else {
                     return;
                 };
                 if s.proto == Proto::Sendi {
@@ -1387,11 +1423,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     }
                 }
                 st.counters.bytes_sent[peer] += first as u64;
-                if let Some(Req {
-                    kind: Kind::Send(s),
-                    ..
-                }) = st.reqs.get_mut(r)
-                {
+                if let Some(s) = st.reqs.send_mut(r) {
                     s.first_sent = true;
                     if out == SendOutcome::Done {
                         s.first_done = true;
@@ -1400,24 +1432,14 @@ impl<B: ?Sized + Btl> Ob1<B> {
             }
         }
         // Cancelled before the rendezvous left: ask now that it has.
-        if let Some(Req {
-            kind: Kind::Send(s),
-            done: false,
-            ..
-        }) = st.reqs.get(r)
-        {
+        if let Some(s) = st.reqs.live_send(r) {
             if s.cancel == CancelState::Wanted && s.first_sent {
                 st.send_cancel(r);
             }
         }
         // The send/receive pipeline, once acknowledged.
         loop {
-            let Some(Req {
-                kind: Kind::Send(s),
-                done: false,
-                ..
-            }) = st.reqs.get_mut(r)
-            else {
+            let Some(s) = st.reqs.live_send_mut(r) else {
                 return;
             };
             if !s.acked || s.sched_off >= s.end_off || s.inflight >= st.cfg.send_pipeline_depth {
@@ -1454,11 +1476,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             };
             st.counters.frags += 1;
             st.counters.bytes_sent[peer] += chunk as u64;
-            if let Some(Req {
-                kind: Kind::Send(s),
-                ..
-            }) = st.reqs.get_mut(r)
-            {
+            if let Some(s) = st.reqs.send_mut(r) {
                 s.sched_off += chunk;
                 if out == SendOutcome::Pending {
                     s.inflight += 1;
@@ -1591,12 +1609,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     fn rndv_matched(&mut self, r: ReqRef) {
         let Self { btls, st } = self;
         let min_direct;
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            done: false,
-            ..
-        }) = st.reqs.get_mut(r)
-        else {
+        let Some(rr) = st.reqs.live_recv_mut(r) else {
             return;
         };
         let peer = rr.peer;
@@ -1604,11 +1617,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             Some(x) => x,
             None => return,
         };
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            ..
-        }) = st.reqs.get_mut(r)
-        else {
+        let Some(rr) = st.reqs.recv_mut(r) else {
             return;
         };
         let contig = rr.buf.contig();
@@ -1652,11 +1661,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                         if parts.iter().any(|&(bi, _, _)| bi != b) {
                             st.counters.rdma_striped += 1;
                         }
-                        let Some(Req {
-                            kind: Kind::Recv(rr),
-                            ..
-                        }) = st.reqs.get_mut(r)
-                        else {
+                        let Some(rr) = st.reqs.recv_mut(r) else {
                             return;
                         };
                         rr.split = get_end;
@@ -1770,12 +1775,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             return;
         };
         let Some(key) = key else { return };
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            done: false,
-            ..
-        }) = st.reqs.get_mut(r)
-        else {
+        let Some(rr) = st.reqs.live_recv_mut(r) else {
             return;
         };
         let len = if rr.split > 0 { rr.split } else { rr.msg_len };
@@ -1816,12 +1816,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             peer: asker,
         } = ask;
         let Self { btls, st } = self;
-        let Some(Req {
-            kind: Kind::Send(s),
-            done: false,
-            ..
-        }) = st.reqs.get_mut(send_req)
-        else {
+        let Some(s) = st.reqs.live_send_mut(send_req) else {
             // Nothing to put from (the send ended or never was): say so, or
             // the receiver would wait for these bytes forever.
             st.counters.bad_fragments += 1;
@@ -2338,11 +2333,7 @@ impl State {
     /// A put of ours failed: fail the send, and tell the receiver, which
     /// would otherwise wait for those bytes forever.
     fn put_failed(&mut self, send_req: ReqRef, recv_req: ReqRef, e: &BtlError) {
-        if let Some(Req {
-            kind: Kind::Send(s),
-            ..
-        }) = self.reqs.get(send_req)
-        {
+        if let Some(s) = self.reqs.send(send_req) {
             let peer = s.peer;
             self.actions.push_back(Action::Ctl {
                 peer,
@@ -2358,11 +2349,7 @@ impl State {
 
     fn fail_btl(&mut self, r: ReqRef, e: &BtlError) {
         if let BtlError::PeerGone(..) = e {
-            if let Some(Req {
-                kind: Kind::Send(s),
-                ..
-            }) = self.reqs.get(r)
-            {
+            if let Some(s) = self.reqs.send(r) {
                 let p = s.peer;
                 self.peer_failed(p, &e.to_string());
             }
@@ -2474,11 +2461,7 @@ impl State {
     }
 
     fn start_recv(&mut self, r: ReqRef) {
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            ..
-        }) = self.reqs.get_mut(r)
-        else {
+        let Some(rr) = self.reqs.recv_mut(r) else {
             return;
         };
         rr.matched = false;
@@ -2490,11 +2473,7 @@ impl State {
         let (ctx, src, tag) = (rr.ctx, rr.src, rr.tag);
         match self.engine.post_recv(u32::from(ctx), src, tag, r) {
             Ok(PostOutcome::Posted(h)) => {
-                if let Some(Req {
-                    kind: Kind::Recv(rr),
-                    ..
-                }) = self.reqs.get_mut(r)
-                {
+                if let Some(rr) = self.reqs.recv_mut(r) {
                     rr.handle = Some(h);
                 }
                 if let (Source::Rank(s), 1..) = (src, self.n_dead) {
@@ -2566,11 +2545,7 @@ impl State {
 
     /// Sends the CANCEL of send request `r` (its rendezvous has left).
     fn send_cancel(&mut self, r: ReqRef) {
-        let Some(Req {
-            kind: Kind::Send(s),
-            ..
-        }) = self.reqs.get_mut(r)
-        else {
+        let Some(s) = self.reqs.send_mut(r) else {
             return;
         };
         s.cancel = CancelState::Sent;
@@ -2622,13 +2597,7 @@ impl State {
             dereg,
             ..
         } = self;
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            ..
-        }) = reqs.get_mut(r)
-        else {
-            return None;
-        };
+        let rr = reqs.recv_mut(r)?;
         let before = rr.regs.len();
         let mut by_btl: Stripes<(usize, RemoteKey)> = Stripes::new();
         for &(b, _, _) in parts {
@@ -2851,11 +2820,7 @@ impl State {
     }
 
     fn get_failed(&mut self, r: ReqRef) {
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            ..
-        }) = self.reqs.get_mut(r)
-        else {
+        let Some(rr) = self.reqs.recv_mut(r) else {
             return;
         };
         let (peer, send_req) = (rr.peer, rr.send_req);
@@ -2882,11 +2847,7 @@ impl State {
     }
 
     fn bsend_start(&mut self, r: ReqRef) {
-        let Some(Req {
-            kind: Kind::Send(s),
-            ..
-        }) = self.reqs.get(r)
-        else {
+        let Some(s) = self.reqs.send(r) else {
             return;
         };
         let need = s.len;
@@ -2922,11 +2883,7 @@ impl State {
             .region
             .slice(off, need)
             .expect("inside the attached buffer");
-        let Some(Req {
-            kind: Kind::Send(s),
-            ..
-        }) = self.reqs.get(r)
-        else {
+        let Some(s) = self.reqs.send(r) else {
             return;
         };
         // Pack the message into the attached buffer (the buffered pipeline:
@@ -3031,12 +2988,7 @@ impl BtlSink for Sink<'_> {
                 send_offset,
                 send_len,
             } => {
-                let Some(Req {
-                    kind: Kind::Send(s),
-                    done: false,
-                    ..
-                }) = st.reqs.get_mut(send_req)
-                else {
+                let Some(s) = st.reqs.live_send_mut(send_req) else {
                     st.counters.bad_fragments += 1;
                     return;
                 };
@@ -3083,12 +3035,7 @@ impl BtlSink for Sink<'_> {
             Hdr::Frag {
                 recv_req, offset, ..
             } => {
-                let Some(Req {
-                    kind: Kind::Recv(rr),
-                    done: false,
-                    ..
-                }) = st.reqs.get_mut(recv_req)
-                else {
+                let Some(rr) = st.reqs.live_recv_mut(recv_req) else {
                     st.counters.bad_fragments += 1;
                     return;
                 };
@@ -3114,12 +3061,7 @@ impl BtlSink for Sink<'_> {
                 len,
                 key,
             } => {
-                if let Some(Req {
-                    kind: Kind::Send(s),
-                    done: false,
-                    ..
-                }) = st.reqs.get_mut(send_req)
-                {
+                if let Some(s) = st.reqs.live_send_mut(send_req) {
                     if s.proto == Proto::Rget {
                         s.split = true;
                     }
@@ -3268,21 +3210,13 @@ impl BtlSink for Sink<'_> {
         match tok.kind {
             TokKind::Ctl => {}
             TokKind::First => {
-                if let Some(Req {
-                    kind: Kind::Send(s),
-                    ..
-                }) = st.reqs.get_mut(tok.req)
-                {
+                if let Some(s) = st.reqs.send_mut(tok.req) {
                     s.first_done = true;
                 }
                 st.check_send_done(tok.req);
             }
             TokKind::Frag => {
-                if let Some(Req {
-                    kind: Kind::Send(s),
-                    ..
-                }) = st.reqs.get_mut(tok.req)
-                {
+                if let Some(s) = st.reqs.send_mut(tok.req) {
                     s.inflight = s.inflight.saturating_sub(1);
                     if s.sched_off < s.end_off {
                         st.actions.push_back(Action::Drive(tok.req));
@@ -3291,11 +3225,7 @@ impl BtlSink for Sink<'_> {
                 st.check_send_done(tok.req);
             }
             TokKind::Get(bytes) => {
-                let Some(Req {
-                    kind: Kind::Recv(rr),
-                    ..
-                }) = st.reqs.get_mut(tok.req)
-                else {
+                let Some(rr) = st.reqs.recv_mut(tok.req) else {
                     return;
                 };
                 rr.got += bytes;
@@ -3303,11 +3233,7 @@ impl BtlSink for Sink<'_> {
                 st.check_recv_done(tok.req);
             }
             TokKind::Put { recv_req, len } => {
-                let Some(Req {
-                    kind: Kind::Send(s),
-                    ..
-                }) = st.reqs.get_mut(tok.req)
-                else {
+                let Some(s) = st.reqs.send_mut(tok.req) else {
                     return;
                 };
                 s.put_done += len;

@@ -5,42 +5,18 @@
 //! over the self BTL.
 //!
 //! This test binary is its own crate; the library stays
-//! `#![forbid(unsafe_code)]`. The `unsafe` here is the allocator shim and
-//! the test's own buffers.
+//! `#![forbid(unsafe_code)]`. The `unsafe` is in the shared support: the
+//! allocator shim and the rank's buffers.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "../../oxmpi-match/tests/support/counting_alloc.rs"]
+mod counting_alloc;
+mod support;
 
+use counting_alloc::allocations;
 use oxmpi_btl::btl::Btl;
-use oxmpi_btl::mem::MemRegion;
-use oxmpi_btl::self_btl::{SelfBtl, DEFAULT_LIMITS};
 use oxmpi_match::{Source, Tag};
-use oxmpi_pml::{Buffer, Ob1, PeerDesc, PmlConfig, ReqId, SendMode};
-
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call unchanged to the system allocator.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use oxmpi_pml::{Buffer, Ob1, ReqId, SendMode};
+use support::self_rank::SelfRank;
 
 const WINDOW: usize = 64;
 
@@ -84,33 +60,16 @@ fn round(o: &mut Ob1<dyn Btl>, send: &Buffer, slots: &[Buffer], ids: &mut Vec<Re
 
 #[test]
 fn the_small_message_path_allocates_nothing_once_warm() {
-    let peers = vec![PeerDesc {
-        local: true,
-        cards: vec![None],
-    }];
-    let btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(0, DEFAULT_LIMITS))];
-    let mut o = Ob1::new(PmlConfig::default(), 0, btls, &peers).expect("engine");
-    o.add_comm(0, vec![0], 0).expect("communicator");
-    let mut sbuf = vec![7u8; 8];
-    let mut rbuf = vec![0u8; 8 * WINDOW];
-    // SAFETY: `sbuf` outlives every send and is not touched meanwhile.
-    let send = Buffer::Contig(unsafe { MemRegion::new(sbuf.as_mut_ptr(), 8) });
-    let slots: Vec<Buffer> = rbuf
-        .chunks_mut(8)
-        // SAFETY: `rbuf` outlives every receive; each receive completes
-        // before its slot is given to another.
-        .map(|c| Buffer::Contig(unsafe { MemRegion::new(c.as_mut_ptr(), c.len()) }))
-        .collect();
+    let mut r = SelfRank::new(WINDOW, 7);
     let mut ids = Vec::with_capacity(WINDOW);
     for _ in 0..50 {
-        round(&mut o, &send, &slots, &mut ids);
+        round(&mut r.o, &r.send, &r.slots, &mut ids);
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocations();
     for _ in 0..200 {
-        round(&mut o, &send, &slots, &mut ids);
+        round(&mut r.o, &r.send, &r.slots, &mut ids);
     }
-    let n = ALLOCS.load(Ordering::Relaxed) - before;
+    let n = allocations() - before;
     assert_eq!(n, 0, "{n} allocations in 200 warm rounds");
-    assert_eq!(rbuf[8 * WINDOW - 1], 7, "the data arrived");
-    drop(o);
+    assert_eq!(r.last_byte(), 7, "the data arrived");
 }

@@ -271,6 +271,12 @@ impl World {
         self.net.busy() || self.extra.iter().any(|n| n.busy())
     }
 
+    /// Posts a receive on `rank` and waits for it.
+    fn recv(&mut self, rank: usize, buf: Buffer, src: Source, tag: Tag) -> Status {
+        let r = self.ranks[rank].irecv(buf, src, tag, CTX).unwrap();
+        self.wait(rank, r)
+    }
+
     fn wait(&mut self, rank: usize, id: ReqId) -> Status {
         let mut out = None;
         self.run_until(|w| {
@@ -308,10 +314,7 @@ fn transfer(w: &mut World, len: usize, mode: SendMode) -> (Status, Status) {
     let mut src = Mem::pattern(len, 7);
     let mut dst = Mem::zeros(len);
     let s = w.ranks[0].isend(src.buf(), 1, 5, CTX, mode).unwrap();
-    let r = w.ranks[1]
-        .irecv(dst.buf(), Source::Rank(0), Tag::Value(5), CTX)
-        .unwrap();
-    let rs = w.wait(1, r);
+    let rs = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(5));
     let ss = w.wait(0, s);
     assert_eq!(src.0, dst.0, "{len} bytes arrive intact");
     (ss, rs)
@@ -343,10 +346,7 @@ fn a_small_isend_completes_at_once_with_its_status() {
     assert!(!w.ranks[0].is_complete(sid).unwrap());
     let mut dst = Mem::zeros(16);
     for tag in [9, 10] {
-        let r = w.ranks[1]
-            .irecv(dst.buf(), Source::Rank(0), Tag::Value(tag), CTX)
-            .unwrap();
-        w.wait(1, r);
+        w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(tag));
     }
     w.wait(0, sid);
 }
@@ -548,10 +548,7 @@ fn a_failed_put_fails_the_receive_too() {
     let s = w.ranks[0]
         .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
         .unwrap();
-    let r = w.ranks[1]
-        .irecv(dst.buf(), Source::Rank(0), Tag::Value(5), CTX)
-        .unwrap();
-    let rs = w.wait(1, r);
+    let rs = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(5));
     let ss = w.wait(0, s);
     assert!(rs.error.is_some(), "{rs:?}");
     assert!(ss.error.is_some(), "{ss:?}");
@@ -667,10 +664,7 @@ fn synchronous_send_completes_only_after_the_match() {
             !w.ranks[0].is_complete(s).unwrap(),
             "ssend of {len} completed before a receive"
         );
-        let r = w.ranks[1]
-            .irecv(dst.buf(), Source::Rank(0), Tag::Any, CTX)
-            .unwrap();
-        w.wait(1, r);
+        w.recv(1, dst.buf(), Source::Rank(0), Tag::Any);
         w.wait(0, s);
         assert_eq!(src.0, dst.0);
         assert_eq!(w.ranks[0].counters().synchronous, 1);
@@ -708,10 +702,7 @@ fn unordered_network_with_no_resource_keeps_mpi_order() {
     let mut next = [0usize; 3];
     for _ in 0..2 * n {
         let mut dst = Mem::zeros(300_000);
-        let r = w.ranks[1]
-            .irecv(dst.buf(), Source::Any, Tag::Any, CTX)
-            .unwrap();
-        let st = w.wait(1, r);
+        let st = w.recv(1, dst.buf(), Source::Any, Tag::Any);
         let from = st.source as usize;
         let i = next[from];
         next[from] += 1;
@@ -750,10 +741,7 @@ fn ten_thousand_unexpected_messages() {
     w.run_until(|w| w.ranks[1].counters().unexpected >= n as u64);
     for i in (0..n).rev() {
         let mut d = Mem::zeros(16);
-        let r = w.ranks[1]
-            .irecv(d.buf(), Source::Rank(0), Tag::Value(i), CTX)
-            .unwrap();
-        let st = w.wait(1, r);
+        let st = w.recv(1, d.buf(), Source::Rank(0), Tag::Value(i));
         assert_eq!(st.tag, i);
         assert_eq!(d.0, srcs[i as usize].0);
     }
@@ -792,10 +780,7 @@ fn eager_credits_bound_unexpected_data() {
     );
     for m in srcs.iter() {
         let mut d = Mem::zeros(4000);
-        let r = w.ranks[1]
-            .irecv(d.buf(), Source::Rank(0), Tag::Value(0), CTX)
-            .unwrap();
-        w.wait(1, r);
+        w.recv(1, d.buf(), Source::Rank(0), Tag::Value(0));
         assert_eq!(d.0, m.0);
     }
     for id in ids {
@@ -827,10 +812,7 @@ fn a_rendezvous_that_carries_the_whole_message_still_completes() {
     }
     assert!(!w.ranks[0].is_complete(s).unwrap(), "waits for the ACK");
     let mut dst = Mem::zeros(9000);
-    let r = w.ranks[1]
-        .irecv(dst.buf(), Source::Rank(0), Tag::Value(6), CTX)
-        .unwrap();
-    w.wait(1, r);
+    w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(6));
     w.wait(0, s);
     assert_eq!(src.0, dst.0);
     assert_eq!(w.ranks[0].counters().rndv, 2);
@@ -874,10 +856,7 @@ fn truncation_keeps_what_fits() {
         let s = w.ranks[0]
             .isend(src.buf(), 1, 0, CTX, SendMode::Standard)
             .unwrap();
-        let r = w.ranks[1]
-            .irecv(dst.buf(), Source::Rank(0), Tag::Value(0), CTX)
-            .unwrap();
-        let st = w.wait(1, r);
+        let st = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(0));
         w.wait(0, s);
         assert_eq!(st.error, Some(ErrClass::Truncate));
         assert_eq!(st.bytes, len / 2);
@@ -940,10 +919,7 @@ fn probe_matched_probe_cancel_persistent_proc_null() {
     assert!(st.cancelled);
 
     // PROC_NULL.
-    let r = w.ranks[1]
-        .irecv(d.buf(), Source::ProcNull, Tag::Any, CTX)
-        .unwrap();
-    let st = w.wait(1, r);
+    let st = w.recv(1, d.buf(), Source::ProcNull, Tag::Any);
     assert_eq!((st.source, st.tag, st.bytes), (-3, -2, 0));
 
     // Persistent requests, started three times.
@@ -990,10 +966,7 @@ fn buffered_send_completes_at_once_and_detach_waits() {
         ErrClass::Pending
     );
     let mut dst = Mem::zeros(200_000);
-    let r = w.ranks[1]
-        .irecv(dst.buf(), Source::Rank(0), Tag::Any, CTX)
-        .unwrap();
-    w.wait(1, r);
+    w.recv(1, dst.buf(), Source::Rank(0), Tag::Any);
     assert_eq!(dst.0, Mem::pattern(200_000, 4).0);
     w.run_until(|w| !w.ranks[0].buffer_busy());
     w.ranks[0].buffer_detach().unwrap();
@@ -1030,10 +1003,7 @@ fn a_lost_peer_fails_the_requests_that_need_it() {
     assert_eq!(st.error, Some(ErrClass::ProcFailed));
     let st = w.wait(0, s);
     assert_eq!(st.error, Some(ErrClass::ProcFailed));
-    let r2 = w.ranks[2]
-        .irecv(y.buf(), Source::Rank(0), Tag::Any, CTX)
-        .unwrap();
-    w.wait(2, r2);
+    w.recv(2, y.buf(), Source::Rank(0), Tag::Any);
     w.wait(0, s2);
     assert_eq!(x.0, y.0);
     // Later operations on the dead peer fail at once.
@@ -1071,10 +1041,7 @@ fn send_part(w: &mut World, src: &mut Mem, at: usize, len: usize) {
     let s = w.ranks[0]
         .isend(Buffer::Contig(part), 1, 5, CTX, SendMode::Standard)
         .unwrap();
-    let r = w.ranks[1]
-        .irecv(dst.buf(), Source::Rank(0), Tag::Value(5), CTX)
-        .unwrap();
-    w.wait(1, r);
+    w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(5));
     w.wait(0, s);
     assert!(
         src.0[at..at + len] == dst.0[..],
@@ -1293,10 +1260,7 @@ fn cancel_of_an_unmatched_rendezvous_drops_it_at_the_receiver() {
             .isend(small.buf(), 1, 9, CTX, SendMode::Standard)
             .unwrap();
         let mut dst = Mem::zeros(len);
-        let r = w.ranks[1]
-            .irecv(dst.buf(), Source::Rank(0), Tag::Value(9), CTX)
-            .unwrap();
-        let rs = w.wait(1, r);
+        let rs = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(9));
         w.wait(0, s2);
         assert_eq!(
             rs.bytes, 100,
@@ -1336,10 +1300,7 @@ fn cancel_of_a_matched_or_eager_send_does_not_cancel_it() {
     w.ranks[0].cancel(s).unwrap();
     assert!(!w.wait(0, s).cancelled);
     let mut d = Mem::zeros(64);
-    let r = w.ranks[1]
-        .irecv(d.buf(), Source::Rank(0), Tag::Value(2), CTX)
-        .unwrap();
-    w.wait(1, r);
+    w.recv(1, d.buf(), Source::Rank(0), Tag::Value(2));
     assert_eq!(d.0, e.0);
     assert_eq!(w.ranks[1].counters().sends_cancelled, 0);
 }
@@ -1378,10 +1339,7 @@ fn cancel_of_a_send_still_queued_leaves_no_hole_in_the_sequence() {
     let mut got = 0;
     for (i, b) in bufs.iter().enumerate() {
         let mut d = Mem::zeros(2000);
-        let r = w.ranks[1]
-            .irecv(d.buf(), Source::Rank(0), Tag::Value(4), CTX)
-            .unwrap();
-        w.wait(1, r);
+        w.recv(1, d.buf(), Source::Rank(0), Tag::Value(4));
         assert_eq!(d.0, b.0, "message {i} in order");
         got += 1;
     }
@@ -1484,10 +1442,7 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
         "round 2 was dropped"
     );
     let mut dst = Mem::zeros(len);
-    let r = w.ranks[1]
-        .irecv(dst.buf(), Source::Rank(0), Tag::Value(3), CTX)
-        .unwrap();
-    let rs = w.wait(1, r);
+    let rs = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(3));
     let ss = w.wait(0, s);
     assert!(!ss.cancelled && !rs.cancelled);
     assert_eq!(src.0, dst.0);
