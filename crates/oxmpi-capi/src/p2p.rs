@@ -485,7 +485,8 @@ const UNDEFINED: c_int = -32766;
 unsafe fn wait_all(n: usize, reqs: *mut usize) -> Result<Vec<Result<Outcome, Error>>, Error> {
     let s = state()?;
     let mut results: Vec<Option<Result<Outcome, Error>>> = (0..n).map(|_| None).collect();
-    let (mut batch, mut batch_at, mut others) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut batch, mut batch_at, mut others) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::new());
     {
         let mut t = lock(&s.requests);
         for (i, slot) in results.iter_mut().enumerate() {

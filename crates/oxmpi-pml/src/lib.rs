@@ -201,20 +201,33 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// outcomes in order.
     pub fn wait_all(&self, ids: &[ReqId]) -> Vec<Result<Status, PmlError>> {
         let mut out: Vec<Result<Status, PmlError>> = Vec::with_capacity(ids.len());
+        self.wait_all_with(ids.len(), |i| ids[i], |r| out.push(r));
+        out
+    }
+
+    /// `MPI_Waitall` over `n` requests, the `i`th being `id(i)`: hands each
+    /// outcome to `done`, in order, allocating nothing.
+    pub fn wait_all_with(
+        &self,
+        n: usize,
+        id: impl Fn(usize) -> ReqId,
+        mut done: impl FnMut(Result<Status, PmlError>),
+    ) {
         // Requests are taken in order: each pass tests from the first one
         // not taken yet and stops at one that is still incomplete (every one
         // must complete anyway, and completion never waits for a test), so a
         // pass costs one test, not one per pending request.
+        let mut next = 0;
         self.wait_until(|o| {
-            while let Some(&id) = ids.get(out.len()) {
-                match o.test(id).transpose() {
-                    Some(r) => out.push(r),
+            while next < n {
+                match o.test(id(next)).transpose() {
+                    Some(r) => done(r),
                     None => return None,
                 }
+                next += 1;
             }
             Some(())
         });
-        out
     }
 
     /// Starts a request with `start` and tests it under the same lock (an

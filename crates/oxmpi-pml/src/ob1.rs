@@ -84,15 +84,22 @@ impl ReqId {
     /// straight into the BTL): no request was made, and the handle carries
     /// its status (byte count and tag). Generation 0 is never a live
     /// slot's.
-    fn sent_inline(st: &Status) -> ReqId {
-        let bytes = u32::try_from(st.bytes).unwrap_or(u32::MAX);
+    #[inline]
+    fn sent_inline(bytes: usize, tag: i32) -> ReqId {
         ReqId(
             ReqRef {
-                index: bytes,
+                index: u32::try_from(bytes).unwrap_or(u32::MAX),
                 generation: 0,
             },
-            st.tag,
+            tag,
         )
+    }
+
+    /// Whether this is the handle of a send that completed inside
+    /// [`Ob1::isend`]: nothing is left to wait for.
+    #[inline]
+    pub fn completed_inline(&self) -> bool {
+        self.0.generation == 0
     }
 
     /// The status of a send that completed inside `isend`.
@@ -898,6 +905,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 
     /// Starts a send of `buf` to rank `dst` of communicator `ctx`.
+    #[inline]
     pub fn isend(
         &mut self,
         buf: Buffer,
@@ -908,9 +916,22 @@ impl<B: ?Sized + Btl> Ob1<B> {
     ) -> Result<ReqId, PmlError> {
         // Small enough to write straight into the BTL: done now, no request
         // (ob1 does the same).
-        if let Some(st) = self.send_inline(&buf, dst, tag, ctx, mode) {
-            return Ok(ReqId::sent_inline(&st));
+        if let Some(bytes) = self.sendi(&buf, dst, tag, ctx, mode) {
+            return Ok(ReqId::sent_inline(bytes, tag));
         }
+        self.isend_request(buf, dst, tag, ctx, mode)
+    }
+
+    /// [`Ob1::isend`] with a request.
+    #[inline(never)]
+    fn isend_request(
+        &mut self,
+        buf: Buffer,
+        dst: u32,
+        tag: i32,
+        ctx: u16,
+        mode: SendMode,
+    ) -> Result<ReqId, PmlError> {
         let r = self.new_send(buf, dst, tag, ctx, mode, false)?;
         self.start(r)?;
         Ok(r)
@@ -1011,6 +1032,24 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Option<Status> {
+        let bytes = self.sendi(buf, dst, tag, ctx, mode)?;
+        Some(Status {
+            bytes,
+            tag,
+            ..Status::default()
+        })
+    }
+
+    /// [`Ob1::send_inline`]'s work: the byte count when sent.
+    #[inline(always)]
+    fn sendi(
+        &mut self,
+        buf: &Buffer,
+        dst: u32,
+        tag: i32,
+        ctx: u16,
+        mode: SendMode,
+    ) -> Option<usize> {
         if !matches!(mode, SendMode::Standard | SendMode::Ready) {
             return None;
         }
@@ -1054,11 +1093,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 st.credits[p] -= wire;
                 st.counters.eager_sendi += 1;
                 st.counters.bytes_sent[p] += len as u64;
-                Some(Status {
-                    bytes: len,
-                    tag,
-                    ..Status::default()
-                })
+                Some(len)
             }
             // Out of room, or a failure the request path reports properly.
             Err(_) => None,

@@ -334,6 +334,7 @@ fn a_small_isend_completes_at_once_with_its_status() {
     let id = w.ranks[0]
         .isend(src.buf(), 1, 9, CTX, SendMode::Ready)
         .unwrap();
+    assert!(id.completed_inline());
     assert!(w.ranks[0].is_complete(id).unwrap());
     w.ranks[0].cancel(id).unwrap();
     let st = w.ranks[0].test(id).unwrap().expect("complete");
@@ -343,6 +344,7 @@ fn a_small_isend_completes_at_once_with_its_status() {
     let sid = w.ranks[0]
         .isend(src.buf(), 1, 10, CTX, SendMode::Synchronous)
         .unwrap();
+    assert!(!sid.completed_inline());
     assert!(!w.ranks[0].is_complete(sid).unwrap());
     let mut dst = Mem::zeros(16);
     for tag in [9, 10] {

@@ -48,6 +48,74 @@ use crate::universe::Threading::{self, Level};
 /// persistent.
 type Slot<'a> = (&'a Runtime, ReqId, bool);
 
+/// A scope's requests: a slab whose free entries form a list through
+/// the vector, so entering and leaving cost one borrow and no search.
+struct Slots<T> {
+    entries: Vec<Entry<T>>,
+    /// The first free entry (`entries.len()` when none is).
+    free: usize,
+}
+
+enum Entry<T> {
+    Live(T),
+    /// Free; the next free entry.
+    Free(usize),
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots {
+            entries: Vec::new(),
+            free: 0,
+        }
+    }
+}
+
+impl<T> Slots<T> {
+    #[inline]
+    fn insert(&mut self, s: T) -> usize {
+        let i = self.free;
+        match self.entries.get_mut(i) {
+            Some(e) => {
+                let Entry::Free(next) = *e else {
+                    unreachable!("the free list holds free entries")
+                };
+                self.free = next;
+                *e = Entry::Live(s);
+            }
+            None => {
+                if self.entries.capacity() == 0 {
+                    // A window of requests is typical: skip the first
+                    // doublings.
+                    self.entries.reserve(16);
+                }
+                self.entries.push(Entry::Live(s));
+                self.free = self.entries.len();
+            }
+        }
+        i
+    }
+
+    #[inline]
+    fn remove(&mut self, i: usize) {
+        if let Some(e @ Entry::Live(_)) = self.entries.get_mut(i) {
+            *e = Entry::Free(self.free);
+            self.free = i;
+        }
+    }
+
+    fn live(&self) -> impl Iterator<Item = &T> {
+        self.entries.iter().filter_map(|e| match e {
+            Entry::Live(s) => Some(s),
+            Entry::Free(_) => None,
+        })
+    }
+}
+
+/// The slot of a request the scope does not track (it completed inside
+/// the call that started it).
+const NO_SLOT: usize = usize::MAX;
+
 /// The requests of a scope that are still in flight.
 ///
 /// ```no_run
@@ -70,8 +138,7 @@ type Slot<'a> = (&'a Runtime, ReqId, bool);
 pub struct Scope<'a> {
     /// Requests in flight (and persistent requests not yet freed, marked
     /// `true`: the scope frees them after waiting).
-    slots: RefCell<Vec<Option<Slot<'a>>>>,
-    free: RefCell<Vec<usize>>,
+    slots: RefCell<Slots<Slot<'a>>>,
     // Invariant in 'a: a scope cannot be shortened to accept buffers that
     // live less long.
     _inv: PhantomData<fn(&'a ()) -> &'a ()>,
@@ -79,7 +146,7 @@ pub struct Scope<'a> {
 
 impl std::fmt::Debug for Scope<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let live = self.slots.borrow().iter().filter(|s| s.is_some()).count();
+        let live = self.slots.borrow().live().count();
         f.debug_struct("Scope").field("in_flight", &live).finish()
     }
 }
@@ -104,8 +171,7 @@ impl std::fmt::Debug for Scope<'_> {
 /// ```
 pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
     let s = Scope {
-        slots: RefCell::new(Vec::new()),
-        free: RefCell::new(Vec::new()),
+        slots: RefCell::new(Slots::default()),
         _inv: PhantomData,
     };
     // The guard waits even if `f` panics: the buffers are borrowed by the
@@ -114,7 +180,7 @@ pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
     impl Drop for Guard<'_, '_> {
         fn drop(&mut self) {
             let slots = std::mem::take(&mut *self.0.slots.borrow_mut());
-            for (rt, id, persistent) in slots.into_iter().flatten() {
+            for &(rt, id, persistent) in slots.live() {
                 let _ = rt.pml.wait(id);
                 if persistent {
                     let _ = rt.pml.with(|o| o.request_free(id));
@@ -130,31 +196,25 @@ pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
 
 impl<'a> Scope<'a> {
     fn enter(&self, rt: &'a Runtime, id: ReqId, persistent: bool) -> usize {
-        let mut slots = self.slots.borrow_mut();
-        match self.free.borrow_mut().pop() {
-            Some(i) => {
-                slots[i] = Some((rt, id, persistent));
-                i
-            }
-            None => {
-                slots.push(Some((rt, id, persistent)));
-                slots.len() - 1
-            }
-        }
+        self.slots.borrow_mut().insert((rt, id, persistent))
     }
 
     fn leave(&self, i: usize) {
-        if let Some(s) = self.slots.borrow_mut().get_mut(i) {
-            if s.take().is_some() {
-                self.free.borrow_mut().push(i);
-            }
+        if i != NO_SLOT {
+            self.slots.borrow_mut().remove(i);
         }
     }
 
     /// Registers a started request: from here until it completes, the scope
     /// answers for its buffer.
     pub(crate) fn register(&self, rt: &'a Runtime, id: ReqId) -> Request<'a, '_> {
-        let slot = self.enter(rt, id, false);
+        // A send that completed inside the call holds no buffer: nothing
+        // for the scope to wait for.
+        let slot = if id.completed_inline() {
+            NO_SLOT
+        } else {
+            self.enter(rt, id, false)
+        };
         Request {
             rt,
             id: Some(id),
@@ -326,10 +386,18 @@ pub fn wait_all(mut reqs: Vec<Request<'_, '_>>) -> Result<Vec<Status>> {
     let Some(rt) = reqs.first().map(|r| r.rt) else {
         return Ok(Vec::new());
     };
-    let ids: Vec<ReqId> = reqs.iter().map(|r| r.id.expect("live")).collect();
-    let results = rt.pml.wait_all(&ids);
+    let mut out = Ok(Vec::with_capacity(reqs.len()));
+    rt.pml.wait_all_with(
+        reqs.len(),
+        |i| reqs[i].id.expect("live"),
+        |r| match (&mut out, status_result(r)) {
+            (Ok(v), Ok(st)) => v.push(st),
+            (Ok(_), Err(e)) => out = Err(e),
+            (Err(_), _) => {}
+        },
+    );
     reqs.iter_mut().for_each(Request::done);
-    results.into_iter().map(status_result).collect()
+    out
 }
 
 /// `MPI_Waitany`: waits for one request of `reqs` to complete, removes it,
@@ -573,14 +641,18 @@ pub fn wait_all_status<B, L: Level>(mut reqs: Vec<OwnedRequest<'_, B, L>>) -> Ve
     let Some(rt) = reqs.first().map(|r| r.rt) else {
         return Vec::new();
     };
-    let ids: Vec<ReqId> = reqs
-        .iter_mut()
-        .map(|r| r.id.take().expect("live"))
-        .collect();
-    let results = rt.pml.wait_all(&ids);
+    let mut results = Vec::with_capacity(reqs.len());
+    rt.pml.wait_all_with(
+        reqs.len(),
+        |i| reqs[i].id.expect("live"),
+        |r| results.push(r),
+    );
     reqs.iter_mut()
         .zip(results)
-        .map(|(r, res)| (r.buf.take().expect("live"), raw_status(res)))
+        .map(|(r, res)| {
+            r.id = None;
+            (r.buf.take().expect("live"), raw_status(res))
+        })
         .collect()
 }
 
@@ -1391,5 +1463,51 @@ impl<B, L: Level> Drop for OwnedRequest<'_, B, L> {
         if let Some(id) = self.id.take() {
             let _ = self.rt.pml.wait(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Entry, Slots};
+
+    /// The slab of a scope, with `()` standing in for a request.
+    fn live(s: &Slots<()>) -> Vec<usize> {
+        s.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| matches!(e, Entry::Live(_)).then_some(i))
+            .collect()
+    }
+
+    #[test]
+    fn a_scope_reuses_the_entries_its_requests_left() {
+        let mut s = Slots::default();
+        let ids: Vec<usize> = (0..4).map(|_| s.insert(())).collect();
+        assert_eq!(ids, [0, 1, 2, 3]);
+        s.remove(1);
+        s.remove(3);
+        s.remove(3); // twice: ignored
+        s.remove(99); // never there: ignored
+        assert_eq!(live(&s), [0, 2]);
+        // Freed entries are reused, latest first, before the slab grows.
+        assert_eq!(s.insert(()), 3);
+        assert_eq!(s.insert(()), 1);
+        assert_eq!(s.insert(()), 4);
+        assert_eq!(live(&s), [0, 1, 2, 3, 4]);
+        assert_eq!(s.live().count(), 5);
+    }
+
+    #[test]
+    fn a_scope_that_keeps_one_request_alive_does_not_grow() {
+        // Double buffering: the next receive is posted before the last one
+        // is waited for, so one entry is always live.
+        let mut s = Slots::default();
+        let mut prev = s.insert(());
+        for _ in 0..1000 {
+            let next = s.insert(());
+            s.remove(prev);
+            prev = next;
+        }
+        assert_eq!(s.entries.len(), 2);
     }
 }
