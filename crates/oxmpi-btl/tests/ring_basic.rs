@@ -6,7 +6,7 @@
 
 use oxmpi_btl::sm::ring::{
     record_bytes, Inbox, InboxReceiver, PollError, Ring, RingConsumer, RingError, RingProducer,
-    SendError, DEFAULT_CAPACITY, INLINE_PAYLOAD,
+    SendError, DEFAULT_CAPACITY, INLINE_PAYLOAD, SLOT_PAYLOAD,
 };
 use proptest::prelude::*;
 use std::collections::VecDeque;
@@ -56,17 +56,18 @@ fn every_length_round_trips_in_order() {
 }
 
 #[test]
-fn small_records_take_exactly_one_line() {
+fn small_records_take_one_slot_and_two_take_one_line() {
     let (mut p, mut c) = Ring::new_heap(4096).unwrap();
     for len in 0..=INLINE_PAYLOAD + 1 {
         let before = p.position();
         p.try_send(1, &[&vec![0xab; len]]).unwrap();
         let used = p.position() - before;
-        assert_eq!(
-            used,
-            if len <= INLINE_PAYLOAD { 64 } else { 128 },
-            "len {len}"
-        );
+        let want = match len {
+            0..=SLOT_PAYLOAD => 32,
+            _ if len <= INLINE_PAYLOAD => 64,
+            _ => 96,
+        };
+        assert_eq!(used, want, "len {len}");
         assert_eq!(used as usize, record_bytes(len));
         assert_eq!(recv(&mut c).unwrap().1.len(), len);
     }
@@ -104,21 +105,21 @@ fn keep_leaves_the_record() {
 fn wrap_around_uses_skip_markers() {
     let cap = 1024;
     let (mut p, mut c) = Ring::new_heap(cap).unwrap();
-    // 15 one-line records put the tail at offset 960; a 3-line record no
+    // 15 one-line records put the tail at offset 960; a five-slot record no
     // longer fits before the end: a SKIP covers 960..1024.
     for i in 0..15u8 {
-        p.try_send(i, &[&[i]]).unwrap();
-        assert_eq!(recv(&mut c), Some((i, vec![i])));
+        p.try_send(i, &[&[i; INLINE_PAYLOAD]]).unwrap();
+        assert_eq!(recv(&mut c), Some((i, vec![i; INLINE_PAYLOAD])));
     }
     assert_eq!(p.position(), 960);
     p.try_send(99, &[&pattern(99, 150)]).unwrap();
     assert_eq!(
         p.position(),
-        1024 + 192,
-        "skip of 64 then a 192-byte record at offset 0"
+        1024 + 160,
+        "skip of 64 then a 160-byte record at offset 0"
     );
     assert_eq!(recv(&mut c), Some((99, pattern(99, 150))));
-    assert_eq!(c.position(), 1024 + 192);
+    assert_eq!(c.position(), 1024 + 160);
     // Many laps of mixed sizes.
     let mut seq = 0u64;
     for round in 0..2000u64 {
@@ -140,24 +141,26 @@ fn full_ring_is_back_pressure_and_draining_frees_it() {
     let cap = 1024;
     let (mut p, mut c) = Ring::new_heap(cap).unwrap();
     let mut sent = 0;
-    while p.try_send(0, &[&[1; 8]]).is_ok() {
+    // One-line records, so that four of them are a quarter of the ring.
+    let rec = [1; INLINE_PAYLOAD];
+    while p.try_send(0, &[&rec]).is_ok() {
         sent += 1;
     }
     assert_eq!(sent, cap / 64, "the whole data area is usable");
-    assert_eq!(p.try_send(0, &[&[1; 8]]), Err(SendError::Full));
+    assert_eq!(p.try_send(0, &[&rec]), Err(SendError::Full));
     // One record consumed: below a quarter, the head is not published yet.
     assert!(recv(&mut c).is_some());
     assert_eq!(c.published_position(), 0);
-    assert_eq!(p.try_send(0, &[&[1; 8]]), Err(SendError::Full));
+    assert_eq!(p.try_send(0, &[&rec]), Err(SendError::Full));
     // Three more: a quarter of the capacity, published.
     for _ in 0..3 {
         assert!(recv(&mut c).is_some());
     }
     assert_eq!(c.published_position(), cap as u64 / 4);
     for _ in 0..4 {
-        p.try_send(0, &[&[1; 8]]).unwrap();
+        p.try_send(0, &[&rec]).unwrap();
     }
-    assert_eq!(p.try_send(0, &[&[1; 8]]), Err(SendError::Full));
+    assert_eq!(p.try_send(0, &[&rec]), Err(SendError::Full));
 }
 
 #[test]
@@ -284,11 +287,12 @@ fn attach_errors() {
         assert_eq!(recv(&mut c), Some((6, b"def".to_vec())));
         // A header the consumer cannot accept is an error, not a panic:
         // this lap's stamp with a length beyond the maximum.
-        let at = base.as_ptr().add(256 + 128).cast::<u64>();
+        // (Two one-slot records were read: the next header is at 64.)
+        let at = base.as_ptr().add(256 + 64).cast::<u64>();
         at.write_volatile(1 | 1 << 40 | 1000 << 44);
         assert!(matches!(
             c.peek(),
-            Err(RingError::Corrupt { offset: 128, .. })
+            Err(RingError::Corrupt { offset: 64, .. })
         ));
         // A stamp that is neither this lap's nor the last one's.
         at.write_volatile(7 | 1 << 40);
@@ -459,7 +463,7 @@ fn a_corrupt_ring_is_reported_and_no_longer_polled() {
         // Sender 1's next header: this lap's stamp, flags 4 alone (CONTROL
         // without RECORD) is not a header.
         let ring1 = 256 + Ring::required_bytes(cap);
-        let at = base.as_ptr().add(ring1 + 256 + 64).cast::<u64>();
+        let at = base.as_ptr().add(ring1 + 256 + 32).cast::<u64>();
         at.write_volatile(1 | 4 << 40);
         p0.try_send(3, &[b"still here"]).unwrap();
         let mut seen = Vec::new();
@@ -586,4 +590,26 @@ fn two_thread_stress_million_records() {
     }
     assert_eq!(producer.join().unwrap(), sum);
     assert_eq!(recv(&mut c), None);
+}
+
+#[test]
+fn stale_payload_in_a_continuation_slot_never_passes_for_a_header() {
+    let cap = 1024;
+    let (mut p, mut c) = Ring::new_heap(cap).unwrap();
+    // Lap 1: two-slot records whose second slot starts with what would be
+    // a valid lap-2 header (stamp 2, RECORD, tag 77, no payload).
+    let forged: u64 = 2 | 77 << 32 | 1 << 40;
+    let mut rec = [0u8; INLINE_PAYLOAD];
+    rec[SLOT_PAYLOAD..SLOT_PAYLOAD + 8].copy_from_slice(&forged.to_le_bytes());
+    for _ in 0..cap / 64 {
+        p.try_send(1, &[&rec]).unwrap();
+        assert_eq!(recv(&mut c), Some((1, rec.to_vec())));
+    }
+    // Lap 2: one one-slot record at offset 0; the consumer then polls
+    // offset 32, where lap 1 left payload.
+    p.try_send(2, &[b"x"]).unwrap();
+    assert_eq!(recv(&mut c), Some((2, b"x".to_vec())));
+    assert_eq!(recv(&mut c), None);
+    p.try_send(3, &[b"y"]).unwrap();
+    assert_eq!(recv(&mut c), Some((3, b"y".to_vec())));
 }

@@ -62,8 +62,8 @@ fn hand_off_keeps_payloads_intact() {
 
 #[test]
 fn wrap_around_with_skip() {
-    // 512 bytes = 8 lines, records of 1 and 2 lines: the third record (2
-    // lines at offset 384+...) forces laps and SKIP markers.
+    // 512 bytes = 16 slots, records of 4 slots and 1: the last one (4 slots
+    // at offset 416) does not fit before the end: a SKIP marker.
     model(|| {
         let (mut p, mut c) = Ring::new_heap(512).unwrap();
         let lens = [100usize, 100, 100, 8, 100];
@@ -75,11 +75,12 @@ fn wrap_around_with_skip() {
 
 #[test]
 fn full_ring_then_drain_then_proceed() {
-    // 256 bytes = 4 one-line records fill it; the fifth must wait for the
-    // consumer to drain and publish its head (lazy publication).
+    // 256 bytes = 4 one-line (two-slot) records fill it; the fifth must
+    // wait for the consumer to drain and publish its head (lazy
+    // publication).
     model(|| {
         let (mut p, mut c) = Ring::new_heap(256).unwrap();
-        let lens = [8usize, 8, 8, 8, 8, 8];
+        let lens = [56usize; 6];
         for (seq, &len) in lens.iter().enumerate().take(4) {
             p.try_send(seq as u8, &[&payload(seq as u8, len)]).unwrap();
         }
@@ -100,7 +101,7 @@ fn send_all_from(p: &mut oxmpi_btl::sm::ring::RingProducer, lens: &[usize], from
 
 #[test]
 fn lazy_head_publication_reaches_a_blocked_producer() {
-    // 512-byte ring, 3-line records: the consumer publishes after a quarter
+    // 512-byte ring, 4-slot records: the consumer publishes after a quarter
     // (128 B) or when it finds the ring empty; the producer must never stay
     // blocked while the consumer waits.
     model(|| {

@@ -1560,6 +1560,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// inactive when `persistent` (`MPI_Send_init`); to `PROC_NULL` it is a
     /// request that completes at once (each time it is started) with the
     /// `PROC_NULL` status.
+    #[inline]
     pub(crate) fn start_send(
         &self,
         buf: PBuffer,
@@ -1569,6 +1570,29 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     ) -> Result<ReqId> {
         check_tag(tag)?;
         let dst = self.dest()?;
+        let ctx = self.comm.ctx;
+        if let (Some(d), false) = (dst, persistent) {
+            // The common case, kept small enough to inline: a small send
+            // then runs with no call but the BTL's.
+            return Ok(self
+                .comm
+                .rt()
+                .pml
+                .with(|o| o.isend(buf, d, tag, ctx, mode))?);
+        }
+        self.start_other(buf, dst, tag, mode, persistent)
+    }
+
+    /// [`Process::start_send`] of a persistent send, or to `PROC_NULL`.
+    #[inline(never)]
+    fn start_other(
+        &self,
+        buf: PBuffer,
+        dst: Option<u32>,
+        tag: i32,
+        mode: SendMode,
+        persistent: bool,
+    ) -> Result<ReqId> {
         let ctx = self.comm.ctx;
         Ok(self.comm.rt().pml.with(|o| match (dst, persistent) {
             (Some(d), false) => o.isend(buf, d, tag, ctx, mode),
@@ -1584,6 +1608,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         })?)
     }
 
+    #[inline]
     fn immediate_mode<'a, 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'a>,

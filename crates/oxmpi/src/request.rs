@@ -195,6 +195,7 @@ pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
 }
 
 impl<'a> Scope<'a> {
+    #[inline(never)]
     fn enter(&self, rt: &'a Runtime, id: ReqId, persistent: bool) -> usize {
         self.slots.borrow_mut().insert((rt, id, persistent))
     }
@@ -207,6 +208,7 @@ impl<'a> Scope<'a> {
 
     /// Registers a started request: from here until it completes, the scope
     /// answers for its buffer.
+    #[inline]
     pub(crate) fn register(&self, rt: &'a Runtime, id: ReqId) -> Request<'a, '_> {
         // A send that completed inside the call holds no buffer: nothing
         // for the scope to wait for.
