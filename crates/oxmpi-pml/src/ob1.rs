@@ -1109,7 +1109,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
     ) -> Result<ReqId, PmlError> {
         let r = self.new_recv(buf, src, tag, ctx, false)?;
-        self.st.start_recv(r.0);
+        // Created started, with its fields as `start_recv` would reset them.
+        self.st.post_recv(r.0, ctx, src, tag);
         if self.st.has_queued() {
             self.run_actions();
         }
@@ -1961,15 +1962,14 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 
     fn finish(&mut self, r: ReqRef) {
-        let persistent = self.st.reqs.get(r).is_some_and(|q| q.persistent);
-        if let Some(q) = self.st.reqs.get_mut(r) {
+        let Some(q) = self.st.reqs.get_mut(r) else {
+            return;
+        };
+        if q.persistent {
             q.active = false;
-            if persistent {
-                // Tested again while inactive, it gives the empty status.
-                q.status = Status::empty();
-            }
-        }
-        if !persistent {
+            // Tested again while inactive, it gives the empty status.
+            q.status = Status::empty();
+        } else {
             self.st.reqs.free(r);
         }
     }
@@ -2506,6 +2506,11 @@ impl State {
         rr.fin_owed = false;
         rr.handle = None;
         let (ctx, src, tag) = (rr.ctx, rr.src, rr.tag);
+        self.post_recv(r, ctx, src, tag);
+    }
+
+    /// Posts receive `r` (fresh or reset by `start_recv`) for matching.
+    fn post_recv(&mut self, r: ReqRef, ctx: u16, src: Source, tag: Tag) {
         match self.engine.post_recv(u32::from(ctx), src, tag, r) {
             Ok(PostOutcome::Posted(h)) => {
                 if let Some(rr) = self.reqs.recv_mut(r) {
@@ -2789,6 +2794,29 @@ impl State {
         rr.msg_len = data.len();
         rr.got = data.len();
         self.counters.bytes_received[peer as usize] += data.len() as u64;
+        // Every byte is in: complete it here when nothing else is held (no
+        // registration to release, no FIN owed), as `check_recv_done` would.
+        if let Some(Req {
+            kind: Kind::Recv(rr),
+            status,
+            done,
+            user_freed,
+            ..
+        }) = self.reqs.get_mut(r)
+        {
+            if rr.regs.is_empty() && !rr.fin_owed && !*done {
+                let cap = rr.buf.len();
+                status.bytes = rr.msg_len.min(cap);
+                if rr.msg_len > cap {
+                    status.error = Some(ErrClass::Truncate);
+                }
+                *done = true;
+                if *user_freed {
+                    self.reqs.free(r);
+                }
+                return;
+            }
+        }
         self.check_recv_done(r);
     }
 

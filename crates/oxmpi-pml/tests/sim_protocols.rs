@@ -850,6 +850,33 @@ fn a_rendezvous_that_carries_the_whole_message_still_completes() {
 }
 
 #[test]
+fn a_receive_freed_while_posted_still_takes_its_message_then_goes() {
+    let mut w = world(2);
+    let mut dst = Mem::zeros(16);
+    let r = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(4), CTX)
+        .unwrap();
+    w.ranks[1].request_free(r).unwrap();
+    let mut src = Mem::pattern(16, 3);
+    let s = w.ranks[0]
+        .isend(src.buf(), 1, 4, CTX, SendMode::Standard)
+        .unwrap();
+    w.wait(0, s);
+    // The message lands in the freed receive's buffer; then the request is
+    // gone (its handle is invalid) and the message is not left unexpected.
+    w.run_until(|w| match w.ranks[1].test(r) {
+        Ok(None) => false,
+        Ok(Some(_)) => panic!("a freed request was handed back"),
+        Err(_) => true,
+    });
+    assert_eq!(dst.0, src.0);
+    let probe = w.ranks[1]
+        .iprobe(Source::Rank(0), Tag::Value(4), CTX)
+        .unwrap();
+    assert!(probe.is_none());
+}
+
+#[test]
 fn truncation_keeps_what_fits() {
     for len in [100usize, 50_000, 500_000] {
         let mut w = world(2);
