@@ -470,10 +470,20 @@ impl Context {
         source: u32,
         tag: i32,
     ) -> Option<PostedNode<R>> {
-        let peer = &self.peers[source as usize];
+        let peer = &mut self.peers[source as usize];
         // The exact receives are on the sender's hot list or in the map,
         // never both.
         let hot = peer.hot_tag == tag;
+        if hot
+            && self.n_any_source == 0
+            && (tag < 0 || (peer.posted_any_tag.is_empty() && self.posted_any.is_empty()))
+        {
+            // No wildcard receive could be earlier: the hot list's head is
+            // the one (or there is none).
+            let idx = peer.hot.pop_front(posted, 0)?;
+            return Some(posted.remove(idx));
+        }
+        let peer = &self.peers[source as usize];
         let mut best = if hot {
             peer.hot.head
         } else {

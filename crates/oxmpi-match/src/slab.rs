@@ -193,6 +193,23 @@ impl List {
         }
     }
 
+    /// Takes the first node off the list.
+    pub(crate) fn pop_front<T: Node>(&mut self, slab: &mut Slab<T>, which: usize) -> Option<u32> {
+        let idx = self.head;
+        if idx == NIL {
+            return None;
+        }
+        let next = slab.get(idx).link(which).next;
+        self.head = next;
+        if next == NIL {
+            self.tail = NIL;
+        } else {
+            slab.get_mut(next).link_mut(which).prev = NIL;
+        }
+        *slab.get_mut(idx).link_mut(which) = Link::DETACHED;
+        Some(idx)
+    }
+
     /// Removes `idx`, which must be on this list.
     pub(crate) fn unlink<T: Node>(&mut self, slab: &mut Slab<T>, which: usize, idx: u32) {
         let Link { prev, next } = slab.get(idx).link(which);
