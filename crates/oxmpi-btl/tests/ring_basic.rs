@@ -1,5 +1,5 @@
 //! The shared-memory rings and inbox in one process: every record length,
-//! the one-line fast path, wrap-around, back-pressure, the lazy head,
+//! the one-slot fast path, wrap-around, back-pressure, the lazy head,
 //! stale-payload safety, the inbox's active list and fairness, a model-based
 //! proptest and a two-thread stress run.
 #![cfg(not(loom))]
@@ -612,4 +612,24 @@ fn stale_payload_in_a_continuation_slot_never_passes_for_a_header() {
     assert_eq!(recv(&mut c), None);
     p.try_send(3, &[b"y"]).unwrap();
     assert_eq!(recv(&mut c), Some((3, b"y".to_vec())));
+}
+
+#[test]
+fn a_truncated_record_leaves_no_payload_that_passes_for_a_header() {
+    let cap = 1024;
+    let (mut p, mut c) = Ring::new_heap(cap).unwrap();
+    // A four-slot reservation filled with what would be this lap's header
+    // at every slot start, then truncated to one slot.
+    let forged: u64 = 1 | 77 << 32 | 1 << 40;
+    let mut r = p.try_reserve(120).unwrap();
+    for chunk in r.payload_mut().chunks_mut(8) {
+        chunk.copy_from_slice(&forged.to_le_bytes()[..chunk.len()]);
+    }
+    r.truncate(4);
+    r.commit(5);
+    assert_eq!(recv(&mut c), Some((5, forged.to_le_bytes()[..4].to_vec())));
+    // The consumer now polls the second slot, which held payload.
+    assert_eq!(recv(&mut c), None);
+    p.try_send(6, &[b"next"]).unwrap();
+    assert_eq!(recv(&mut c), Some((6, b"next".to_vec())));
 }

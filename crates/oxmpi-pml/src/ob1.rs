@@ -919,19 +919,6 @@ impl<B: ?Sized + Btl> Ob1<B> {
         if let Some(bytes) = self.sendi(&buf, dst, tag, ctx, mode) {
             return Ok(ReqId::sent_inline(bytes, tag));
         }
-        self.isend_request(buf, dst, tag, ctx, mode)
-    }
-
-    /// [`Ob1::isend`] with a request.
-    #[inline(never)]
-    fn isend_request(
-        &mut self,
-        buf: Buffer,
-        dst: u32,
-        tag: i32,
-        ctx: u16,
-        mode: SendMode,
-    ) -> Result<ReqId, PmlError> {
         let r = self.new_send(buf, dst, tag, ctx, mode, false)?;
         self.start(r)?;
         Ok(r)

@@ -21,8 +21,9 @@
 //!   towards the peer binds it: maps its segment, attaches the producer side
 //!   of our ring in its inbox, probes CMA against the peer's probe word and
 //!   opens a pidfd to watch the peer's process.
-//! * `sendi`/`send` copy the message straight into the ring (a message of up
-//!   to 56 bytes is one cache line with its header); a full ring is
+//! * `sendi`/`send` copy the message straight into the ring (records take
+//!   32-byte slots, two to a cache line: up to 24 bytes with the ring's
+//!   header is one slot); a full ring is
 //!   `NoResource`. The data path makes no system call, takes no lock and
 //!   allocates nothing (descriptor buffers come from a free list).
 //! * `put`/`get` with CMA: the initiator checks the remote key against the
@@ -129,7 +130,10 @@ const CARD_FLAG_CMA: u8 = 1;
 
 const CONTROL_BYTES: usize = 128;
 const CTL_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiSMB");
-const CTL_VERSION: u64 = 1;
+/// Bumped with any change to the segment's or the rings' layout (2: ring
+/// records on 32-byte slots), so that builds that disagree fail to attach
+/// instead of misreading each other.
+const CTL_VERSION: u64 = 2;
 const CTL_WORDS: usize = 8;
 const SLOT_WORDS: usize = 4;
 const NO_SLOT: u32 = u32::MAX;

@@ -128,7 +128,7 @@ pub const SLOT_PAYLOAD: usize = SLOT - HEADER_BYTES;
 pub const INLINE_PAYLOAD: usize = LINE - HEADER_BYTES;
 /// The default data capacity of a ring.
 pub const DEFAULT_CAPACITY: usize = 64 * 1024;
-/// The smallest capacity (eight slots: one-slot records only).
+/// The smallest capacity (eight slots; its largest record takes two).
 pub const MIN_CAPACITY: usize = 256;
 /// The largest capacity (its largest payload still fits the 20-bit length).
 pub const MAX_CAPACITY: usize = 4 << 20;
@@ -143,7 +143,8 @@ pub(crate) const R_REGISTERED: usize = 32;
 const R_HEAD: usize = BLOCK;
 const R_CONSUMER_ATTACHED: usize = BLOCK + 8;
 const R_DATA: usize = 2 * BLOCK;
-const RING_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiRN1");
+/// Changes with the record layout ("RN2": 32-byte slots).
+const RING_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiRN2");
 
 // Header word.
 const TAG_SHIFT: u32 = 32;
@@ -494,9 +495,16 @@ impl Reservation<'_> {
     }
 
     /// Shrinks the record to `len` payload bytes (e.g. a pack produced less
-    /// than reserved). Larger values are ignored.
+    /// than reserved). Larger values are ignored. The slots given back are
+    /// cleared, so payload already written there can never pass for a
+    /// header; to abandon a reservation whose payload was written, truncate
+    /// it to 0 before dropping it.
     pub fn truncate(&mut self, len: usize) {
+        let old = record_bytes(self.len);
         self.len = self.len.min(len);
+        for slot in (self.off + record_bytes(self.len)..self.off + old).step_by(SLOT) {
+            self.producer.mem.word(R_DATA + slot).store(0, Relaxed);
+        }
         #[cfg(loom)]
         self.buf.truncate(self.len);
     }
