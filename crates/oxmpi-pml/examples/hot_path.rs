@@ -28,8 +28,10 @@ fn main() {
             .expect("irecv")
     };
     let send_one = |o: &mut Ob1<dyn Btl>| {
-        o.send_inline(send, 0, 1, 0, SendMode::Standard)
-            .expect("an eager send goes inline")
+        assert!(o
+            .isend(send.clone(), 0, 1, 0, SendMode::Standard)
+            .expect("isend")
+            .completed_inline())
     };
     let done = |o: &mut Ob1<dyn Btl>, id: ReqId| {
         o.test(id).expect("test").expect("complete");

@@ -269,11 +269,9 @@ impl<B: ?Sized + Btl> Pml<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Result<Status, PmlError> {
-        // Small and contiguous: straight into the BTL, no request.
+        // Small and contiguous: straight into the BTL inside `isend`, no
+        // request, and `test` answers at once.
         let r = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
-            if let Some(st) = o.send_inline(&buf, dst, tag, ctx, mode) {
-                return Ok(Ok(st));
-            }
             let id = o.isend(buf, dst, tag, ctx, mode)?;
             Ok(o.test(id)?.ok_or(id))
         })?;

@@ -1006,28 +1006,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         Ok(ReqId::of(r))
     }
 
-    /// A blocking standard or ready send of a small contiguous message,
-    /// straight into the eager BTL (seed 000's immediate send) with no
-    /// request: `Some(status)` when sent, `None` when the message does not
-    /// qualify now (the caller takes the request path). Its sequence number
-    /// is taken only once the BTL accepted the bytes.
-    pub fn send_inline(
-        &mut self,
-        buf: &Buffer,
-        dst: u32,
-        tag: i32,
-        ctx: u16,
-        mode: SendMode,
-    ) -> Option<Status> {
-        let bytes = self.sendi(buf, dst, tag, ctx, mode)?;
-        Some(Status {
-            bytes,
-            tag,
-            ..Status::default()
-        })
-    }
-
-    /// [`Ob1::send_inline`]'s work: the byte count when sent.
+    /// A standard or ready send of a small contiguous message, straight
+    /// into the eager BTL (seed 000's immediate send) with no request: the
+    /// byte count when sent, `None` when the message does not qualify now
+    /// (the caller takes the request path). Its sequence number is taken
+    /// only once the BTL accepted the bytes.
     #[inline(always)]
     fn sendi(
         &mut self,

@@ -1,8 +1,8 @@
 //! The PML's small-message path must not touch the heap once warm: a
 //! counting global allocator checks that eager receives posted first (one at
-//! a time and a window of 64), eager messages that arrive first, blocking-
-//! style inline sends and `isend`s that complete inline allocate nothing,
-//! over the self BTL.
+//! a time and a window of 64), eager messages that arrive first and
+//! `isend`s that complete inline (the path of a small blocking send too)
+//! allocate nothing, over the self BTL.
 //!
 //! This test binary is its own crate; the library stays
 //! `#![forbid(unsafe_code)]`. The `unsafe` is in the shared support: the
@@ -30,10 +30,10 @@ fn round(o: &mut Ob1<dyn Btl>, send: &Buffer, slots: &[Buffer], ids: &mut Vec<Re
         let st = o.test(id).expect("test").expect("complete");
         assert_eq!(st.bytes, len);
     };
-    // Posted first, one at a time, sent the blocking way.
+    // Posted first, one at a time.
     let id = recv(o, &slots[0], 1);
-    o.send_inline(send, 0, 1, 0, SendMode::Standard)
-        .expect("an eager send goes inline");
+    let s = o.isend(send.clone(), 0, 1, 0, SendMode::Standard).unwrap();
+    assert!(s.completed_inline(), "an eager send goes inline");
     o.progress();
     done(o, id, 8);
     // A window of 64 posted receives, then 64 isends that complete inline.
@@ -51,8 +51,8 @@ fn round(o: &mut Ob1<dyn Btl>, send: &Buffer, slots: &[Buffer], ids: &mut Vec<Re
         done(o, id, 8);
     }
     // Arrived first (unexpected), then received.
-    o.send_inline(send, 0, 3, 0, SendMode::Ready)
-        .expect("an eager send goes inline");
+    let s = o.isend(send.clone(), 0, 3, 0, SendMode::Ready).unwrap();
+    assert!(s.completed_inline(), "an eager send goes inline");
     o.progress();
     let id = recv(o, &slots[1], 3);
     done(o, id, 8);
