@@ -9,8 +9,8 @@ use oxmpi::{Error, ErrorClass, Threading};
 
 use crate::entry;
 use crate::state::{
-    install, lock, null_arg, set_finalized, state, state_any, CommObj, State, Table, ERRORS_ABORT,
-    ERRORS_ARE_FATAL, ERRORS_RETURN,
+    install, lock, null_arg, set_finalized, state, state_any, CommObj, Requests, State, Table,
+    ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN,
 };
 
 const THREAD_SINGLE: c_int = 0;
@@ -96,7 +96,7 @@ fn init(required: c_int) -> Result<c_int, Error> {
         world,
         self_,
         comms: Mutex::new(Table::default()),
-        requests: Mutex::new(Table::default()),
+        requests: Mutex::new(Requests::default()),
         types: Mutex::new(Table::default()),
         groups: Mutex::new(Table::default()),
         messages: Mutex::new(Table::default()),

@@ -9,7 +9,7 @@ use oxmpi::{AnyTag, Error, ErrorClass, RawBuffer, SendMode, Status};
 
 use crate::entry;
 use crate::env::put;
-use crate::state::{lock, state, CommObj, PairReq, ReqObj, L, REQUEST_NULL};
+use crate::state::{lock, state, CommObj, PairReq, ReqObj, L, REQUEST_NULL, REQUEST_SENT};
 use crate::types::count;
 
 /// `MPI_ANY_SOURCE`.
@@ -573,8 +573,11 @@ fn isend(
     let c = state()?.comm(comm)?;
     // SAFETY: the caller keeps the buffer valid until the request completes.
     let b = unsafe { raw(buf, n, dt) }?;
-    let r = start_send(&c, b, dest, tag, mode)?;
-    let h = store(ReqObj::Op(r, comm))?;
+    let h = match start_send(&c, b, dest, tag, mode)?.completed_inline() {
+        // Sent inside the call: no request to keep.
+        Ok(_) => REQUEST_SENT,
+        Err(r) => store(ReqObj::Op(r, comm))?,
+    };
     // SAFETY: the caller's out-parameter.
     unsafe { put(req, h, "request") }
 }

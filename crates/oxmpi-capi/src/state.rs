@@ -30,6 +30,12 @@ pub const COMM_WORLD: usize = 0x101;
 pub const COMM_SELF: usize = 0x102;
 /// `MPI_REQUEST_NULL`.
 pub const REQUEST_NULL: usize = 0x180;
+/// The handle of every `MPI_Isend` (and `MPI_Irsend`) that completed
+/// inside the call (a small eager send): it needs no table entry and
+/// completes at once (its status has the empty status's fields), as Open
+/// MPI's `ompi_request_empty`. Below [`USER_BASE`], so never a table
+/// handle.
+pub const REQUEST_SENT: usize = USER_BASE - 8;
 /// `MPI_DATATYPE_NULL`.
 pub const DATATYPE_NULL: usize = 0x200;
 /// `MPI_ERRORS_ARE_FATAL`.
@@ -107,6 +113,73 @@ impl<T> Table<T> {
                 *slot = Some(v);
                 self.free.retain(|&f| f != i);
             }
+        }
+    }
+}
+
+/// The request table: [`REQUEST_SENT`] reads as a complete send
+/// (`ReqObj::Done`) that taking never uses up.
+pub struct Requests {
+    table: Table<ReqObj>,
+    sent: ReqObj,
+}
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests {
+            table: Table::new(),
+            sent: Requests::sent(),
+        }
+    }
+}
+
+impl Requests {
+    /// A completed send: the empty status's fields (a send's status
+    /// carries nothing but "not cancelled"), without the mark that has a
+    /// null request's status written whole, so single completions leave
+    /// `MPI_ERROR` alone as for any other request.
+    fn sent() -> ReqObj {
+        let mut st = crate::p2p::CStatus::empty();
+        st.internal[3] = 0;
+        ReqObj::Done(st, None)
+    }
+
+    /// Stores `r`; returns its handle.
+    pub fn insert(&mut self, r: ReqObj) -> usize {
+        self.table.insert(r)
+    }
+
+    /// The request of handle `h`.
+    pub fn get(&self, h: usize) -> Option<&ReqObj> {
+        if h == REQUEST_SENT {
+            return Some(&self.sent);
+        }
+        self.table.get(h)
+    }
+
+    /// The request of handle `h`, mutably (for [`REQUEST_SENT`], a fresh
+    /// complete request each time).
+    pub fn get_mut(&mut self, h: usize) -> Option<&mut ReqObj> {
+        if h == REQUEST_SENT {
+            self.sent = Requests::sent();
+            return Some(&mut self.sent);
+        }
+        self.table.get_mut(h)
+    }
+
+    /// Removes and returns the request of handle `h` ([`REQUEST_SENT`]
+    /// stays: a complete request each time).
+    pub fn remove(&mut self, h: usize) -> Option<ReqObj> {
+        if h == REQUEST_SENT {
+            return Some(Requests::sent());
+        }
+        self.table.remove(h)
+    }
+
+    /// Puts `r` back at handle `h` (after [`Requests::remove`]).
+    pub fn restore(&mut self, h: usize, r: ReqObj) {
+        if h != REQUEST_SENT {
+            self.table.restore(h, r);
         }
     }
 }
@@ -198,7 +271,7 @@ pub struct State {
     /// User communicators.
     pub comms: Mutex<Table<Arc<CommObj>>>,
     /// Requests.
-    pub requests: Mutex<Table<ReqObj>>,
+    pub requests: Mutex<Requests>,
     /// User datatypes.
     pub types: Mutex<Table<TypeObj>>,
     /// Matched messages (`MPI_Mprobe`).

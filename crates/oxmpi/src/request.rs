@@ -1367,6 +1367,32 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
         })
     }
 
+    /// The buffer back at once when the operation completed inside the
+    /// call that started it (a small eager send: no request behind it,
+    /// nothing to wait for); otherwise the request back, unchanged.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let me = world.process_at_rank(world.rank());
+    /// let req = me.immediate_send_owned(vec![1u8; 8]).unwrap();
+    /// match req.completed_inline() {
+    ///     Ok(buf) => assert_eq!(buf.len(), 8), // already sent
+    ///     Err(req) => drop(req.wait().unwrap()),
+    /// }
+    /// world.any_process().receive_vec::<u8>().unwrap();
+    /// ```
+    pub fn completed_inline(mut self) -> std::result::Result<B, Self> {
+        match self.id {
+            Some(id) if id.completed_inline() => {
+                self.id = None;
+                Ok(self.buf.take().expect("live"))
+            }
+            _ => Err(self),
+        }
+    }
+
     /// `MPI_Request_free`: the operation goes on and completes on its own
     /// (at the latest in finalize); the buffer is leaked, never freed under
     /// the operation.

@@ -22,6 +22,10 @@
  *    is still delivered.
  *  - Request_get_status: false before the matching send exists, true after,
  *    without freeing the request.
+ *  - Small Isends to self, which complete inside the call: two at once are
+ *    completed one by one; Request_get_status, Cancel, Test and Wait on them
+ *    behave as on any completed send (not cancelled, set to
+ *    MPI_REQUEST_NULL, MPI_ERROR left alone); both messages arrive in order.
  *  - Ranks 0 and 1 only: 32 Isends of 10 MB each are all posted before rank
  *    1 posts any receive (rank 1 waits, with a 30 s limit, for a zero-byte
  *    "go" that rank 0 sends after its 32nd Isend: Isend must not block), then
@@ -500,6 +504,41 @@ static void many_big(void)
     }
 }
 
+#define TAG_SMALL 70
+
+static void small_sends_to_self(void)
+{
+    int a = 11, b = 22, got[2] = {0, 0}, flag = 0, cancelled = 1, k;
+    MPI_Request r[2];
+    MPI_Status st;
+    MPI_CHECK(MPI_Isend(&a, 1, MPI_INT, rank, TAG_SMALL, MPI_COMM_WORLD, &r[0]));
+    MPI_CHECK(MPI_Isend(&b, 1, MPI_INT, rank, TAG_SMALL, MPI_COMM_WORLD, &r[1]));
+    for (k = 0; k < 2; k++)
+        CHECK(r[k] != MPI_REQUEST_NULL, "small Isend %d gave MPI_REQUEST_NULL", k);
+    /* Peek at the first without consuming it, cancel it (too late: a no-op). */
+    while (!flag) {
+        MPI_CHECK(MPI_Request_get_status(r[0], &flag, &st));
+        progress_guard("Request_get_status of a small Isend");
+    }
+    CHECK(r[0] != MPI_REQUEST_NULL, "Request_get_status consumed the request");
+    MPI_CHECK(MPI_Cancel(&r[0]));
+    poison(&st);
+    MPI_CHECK(MPI_Wait(&r[0], &st));
+    CHECK(r[0] == MPI_REQUEST_NULL, "Wait left the small Isend active");
+    CHECK(st.MPI_ERROR == -12345, "Wait wrote status.MPI_ERROR (%d)", st.MPI_ERROR);
+    MPI_CHECK(MPI_Test_cancelled(&st, &cancelled));
+    CHECK(!cancelled, "a small Isend reported cancelled");
+    flag = 0;
+    while (!flag) {
+        MPI_CHECK(MPI_Test(&r[1], &flag, &st));
+        progress_guard("Test of a small Isend");
+    }
+    CHECK(r[1] == MPI_REQUEST_NULL, "Test left the small Isend active");
+    for (k = 0; k < 2; k++)
+        MPI_CHECK(MPI_Recv(&got[k], 1, MPI_INT, rank, TAG_SMALL, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(got[0] == 11 && got[1] == 22, "small Isends to self gave %d %d", got[0], got[1]);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -518,6 +557,7 @@ int main(int argc, char **argv)
     a2a_round(5, C_TEST, C_WAIT);
     a2a_round(6, C_WAIT, C_WAITANY);
     free_active_send();
+    small_sends_to_self();
     get_status();
     many_big();
 
