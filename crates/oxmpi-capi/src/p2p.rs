@@ -476,35 +476,40 @@ unsafe fn put_some(
 const UNDEFINED: c_int = -32766;
 
 /// Waits for every request of `reqs` (`MPI_Waitall`): the non-blocking
-/// operations together (one lock per pass, [`oxmpi::request::wait_all_status`]),
-/// the others one by one; each entry's outcome, handles reset as
-/// `MPI_Wait` resets them.
+/// operations together (one lock per pass, [`oxmpi::request::wait_all_each`]),
+/// the others one by one; hands each entry's outcome to `put(index,
+/// outcome)` (in no particular order), handles reset as `MPI_Wait` resets
+/// them.
 ///
 /// # Safety
 /// `reqs` valid for `n` handles.
-unsafe fn wait_all(n: usize, reqs: *mut usize) -> Result<Vec<Result<Outcome, Error>>, Error> {
+unsafe fn wait_all(
+    n: usize,
+    reqs: *mut usize,
+    mut put: impl FnMut(usize, Result<Outcome, Error>),
+) -> Result<(), Error> {
     let s = state()?;
-    let mut results: Vec<Option<Result<Outcome, Error>>> = (0..n).map(|_| None).collect();
     let (mut batch, mut batch_at, mut others) =
         (Vec::with_capacity(n), Vec::with_capacity(n), Vec::new());
     {
         let mut t = lock(&s.requests);
-        for (i, slot) in results.iter_mut().enumerate() {
+        for i in 0..n {
             // SAFETY: the caller's array of `n` requests.
             let p = unsafe { reqs.add(i) };
             // SAFETY: as above.
             let h = unsafe { *p };
             if h == REQUEST_NULL {
-                *slot = Some(Ok((CStatus::empty(), None)));
+                put(i, Ok((CStatus::empty(), None)));
                 continue;
             }
             match t.remove(h) {
-                None => {
-                    *slot = Some(Err(Error::new(
+                None => put(
+                    i,
+                    Err(Error::new(
                         ErrorClass::Request,
                         format!("invalid request handle {h:#x}"),
-                    )))
-                }
+                    )),
+                ),
                 Some(ReqObj::Op(r, _)) => {
                     batch.push(r);
                     batch_at.push(i);
@@ -515,35 +520,30 @@ unsafe fn wait_all(n: usize, reqs: *mut usize) -> Result<Vec<Result<Outcome, Err
             }
         }
     }
-    for ((_, st), i) in oxmpi::request::wait_all_status(batch)
-        .into_iter()
-        .zip(batch_at)
-    {
-        results[i] = Some(Ok(outcome(&st)));
-    }
+    oxmpi::request::wait_all_each(batch, |k, _, st| put(batch_at[k], Ok(outcome(&st))));
     for (i, h, obj) in others {
-        results[i] = Some(match complete(obj, true) {
-            Ok((o, keep)) => {
-                match keep {
-                    Some(k) => lock(&s.requests).restore(h, k),
-                    // SAFETY: the caller's array of `n` requests.
-                    None => unsafe { *reqs.add(i) = REQUEST_NULL },
+        put(
+            i,
+            match complete(obj, true) {
+                Ok((o, keep)) => {
+                    match keep {
+                        Some(k) => lock(&s.requests).restore(h, k),
+                        // SAFETY: the caller's array of `n` requests.
+                        None => unsafe { *reqs.add(i) = REQUEST_NULL },
+                    }
+                    Ok(o)
                 }
-                Ok(o)
-            }
-            Err(obj) => {
-                lock(&s.requests).restore(h, obj);
-                Err(Error::new(
-                    ErrorClass::Intern,
-                    "a blocking completion did not complete",
-                ))
-            }
-        });
+                Err(obj) => {
+                    lock(&s.requests).restore(h, obj);
+                    Err(Error::new(
+                        ErrorClass::Intern,
+                        "a blocking completion did not complete",
+                    ))
+                }
+            },
+        );
     }
-    Ok(results
-        .into_iter()
-        .map(|r| r.expect("every entry has an outcome"))
-        .collect())
+    Ok(())
 }
 
 fn send(
@@ -740,24 +740,36 @@ entry! {
     /// gets its own `MPI_ERROR` and the call returns `MPI_ERR_IN_STATUS`.
     fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut usize, statuses: *mut CStatus) comm = None; {
         let n = count(n)?;
+        // Each status is written as its request completes, MPI_ERROR left
+        // alone; if any failed, every MPI_ERROR is set afterwards.
+        let mut codes = vec![0 as c_int; n];
+        let mut failed = false;
         // SAFETY: the caller's array of `n` requests.
-        let results = unsafe { wait_all(n, reqs) }?;
-        let failed = results.iter().any(|r| !matches!(r, Ok((_, None))));
-        for (i, r) in results.iter().enumerate() {
-            if statuses.is_null() {
-                break;
-            }
-            let (st, code) = match r {
-                Ok((st, e)) => (*st, e.as_ref().map_or(0, |e| e.class().code())),
-                Err(e) => (CStatus::empty(), e.class().code()),
-            };
-            // SAFETY: the caller's array of `n` statuses.
-            unsafe {
-                let p = statuses.add(i);
-                p.write(CStatus { error: if failed { code } else { (*p).error }, ..st });
-            }
-        }
+        unsafe {
+            wait_all(n, reqs, |i, r| {
+                let (st, code) = match r {
+                    Ok((st, e)) => (st, e.map_or(0, |e| e.class().code())),
+                    Err(e) => (CStatus::empty(), e.class().code()),
+                };
+                failed |= code != 0;
+                codes[i] = code;
+                if !statuses.is_null() {
+                    // SAFETY: the caller's array of `n` statuses; MPI_ERROR
+                    // is neither read nor written here.
+                    let p = statuses.add(i);
+                    (*p).source = st.source;
+                    (*p).tag = st.tag;
+                    (*p).internal = st.internal;
+                }
+            })
+        }?;
         if failed {
+            if !statuses.is_null() {
+                for (i, &code) in codes.iter().enumerate() {
+                    // SAFETY: the caller's array of `n` statuses.
+                    unsafe { (*statuses.add(i)).error = code };
+                }
+            }
             return Err(Error::new(ErrorClass::InStatus, "a request of MPI_Waitall failed: see the statuses"));
         }
         Ok(())

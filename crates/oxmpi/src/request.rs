@@ -639,23 +639,50 @@ pub(crate) fn raw_status(r: std::result::Result<oxmpi_pml::Status, oxmpi_pml::Pm
 /// }
 /// # for i in 0..4 { world.any_process().receive_vec_with_tag::<u8>(i).unwrap(); }
 /// ```
-pub fn wait_all_status<B, L: Level>(mut reqs: Vec<OwnedRequest<'_, B, L>>) -> Vec<(B, Status)> {
+pub fn wait_all_status<B, L: Level>(reqs: Vec<OwnedRequest<'_, B, L>>) -> Vec<(B, Status)> {
+    let mut out = Vec::with_capacity(reqs.len());
+    wait_all_each(reqs, |_, b, st| out.push((b, st)));
+    out
+}
+
+/// As [`wait_all_status`], handing each buffer and status to
+/// `each(index, buffer, status)` in order instead of collecting them.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let me = world.process_at_rank(world.rank());
+/// let reqs: Vec<_> = (0..4)
+///     .map(|i| me.immediate_send_owned_with_tag(vec![i as u8; 8], i).unwrap())
+///     .collect();
+/// for i in 0..4 {
+///     world.any_process().receive_vec_with_tag::<u8>(i).unwrap();
+/// }
+/// oxmpi::request::wait_all_each(reqs, |i, buf, st| {
+///     assert_eq!(buf, [i as u8; 8]);
+///     assert!(st.error().is_none());
+/// });
+/// ```
+pub fn wait_all_each<B, L: Level>(
+    mut reqs: Vec<OwnedRequest<'_, B, L>>,
+    mut each: impl FnMut(usize, B, Status),
+) {
     let Some(rt) = reqs.first().map(|r| r.rt) else {
-        return Vec::new();
+        return;
     };
-    let mut results = Vec::with_capacity(reqs.len());
+    let ids: Vec<ReqId> = reqs.iter().map(|r| r.id.expect("live")).collect();
+    let mut k = 0;
     rt.pml.wait_all_with(
-        reqs.len(),
-        |i| reqs[i].id.expect("live"),
-        |r| results.push(r),
+        ids.len(),
+        |i| ids[i],
+        |r| {
+            let req = &mut reqs[k];
+            req.id = None;
+            each(k, req.buf.take().expect("live"), raw_status(r));
+            k += 1;
+        },
     );
-    reqs.iter_mut()
-        .zip(results)
-        .map(|(r, res)| {
-            r.id = None;
-            (r.buf.take().expect("live"), raw_status(res))
-        })
-        .collect()
 }
 
 /// A persistent request (`MPI_Send_init`, `MPI_Recv_init` and the other
