@@ -9,7 +9,7 @@ use oxmpi::{AnyTag, Error, ErrorClass, RawBuffer, SendMode, Status};
 
 use crate::entry;
 use crate::env::put;
-use crate::state::{lock, state, CommObj, PairReq, ReqObj, L, REQUEST_NULL, REQUEST_SENT};
+use crate::state::{lock, state, CommObj, PairReq, ReqObj, L, REQUEST_NULL, REQUEST_SENT, SUCCESS};
 use crate::types::count;
 
 /// `MPI_ANY_SOURCE`.
@@ -741,9 +741,9 @@ entry! {
     fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut usize, statuses: *mut CStatus) comm = None; {
         let n = count(n)?;
         // Each status is written as its request completes, MPI_ERROR left
-        // alone; if any failed, every MPI_ERROR is set afterwards.
-        let mut codes = vec![0 as c_int; n];
-        let mut failed = false;
+        // alone; if any failed, every MPI_ERROR is set afterwards (the
+        // failed ones' codes are kept, nothing is allocated otherwise).
+        let mut failed: Vec<(usize, c_int)> = Vec::new();
         // SAFETY: the caller's array of `n` requests.
         unsafe {
             wait_all(n, reqs, |i, r| {
@@ -751,8 +751,9 @@ entry! {
                     Ok((st, e)) => (st, e.map_or(0, |e| e.class().code())),
                     Err(e) => (CStatus::empty(), e.class().code()),
                 };
-                failed |= code != 0;
-                codes[i] = code;
+                if code != 0 {
+                    failed.push((i, code));
+                }
                 if !statuses.is_null() {
                     // SAFETY: the caller's array of `n` statuses; MPI_ERROR
                     // is neither read nor written here.
@@ -763,10 +764,14 @@ entry! {
                 }
             })
         }?;
-        if failed {
+        if !failed.is_empty() {
             if !statuses.is_null() {
-                for (i, &code) in codes.iter().enumerate() {
+                for i in 0..n {
                     // SAFETY: the caller's array of `n` statuses.
+                    unsafe { (*statuses.add(i)).error = SUCCESS };
+                }
+                for &(i, code) in &failed {
+                    // SAFETY: as above.
                     unsafe { (*statuses.add(i)).error = code };
                 }
             }

@@ -409,6 +409,34 @@ fn collections(w: &Comm) {
     for (p, b) in ins.iter().enumerate() {
         check!(b.iter().all(|&x| x == p as i32 * 100 + r), "from {p}");
     }
+    // Owned receives completed with wait_all_each, whose callback makes an
+    // MPI call of its own (a send back): it runs with the PML free.
+    let recvs: Vec<_> = (0..n)
+        .map(|p| {
+            w.process_at_rank(p)
+                .immediate_receive_owned(vec![0i32; 4], 21)
+                .unwrap()
+        })
+        .collect();
+    for p in 0..n {
+        w.process_at_rank(p)
+            .send_with_tag(&[r * 10 + p; 4][..], 21)
+            .unwrap();
+    }
+    oxmpi::request::wait_all_each(recvs, |p, buf, st| {
+        check!(st.error().is_none(), "wait_all_each status of {p}");
+        check!(buf == [p as i32 * 10 + r; 4], "wait_all_each data from {p}");
+        w.process_at_rank(p as i32)
+            .send_with_tag(&buf[..1], 22)
+            .unwrap();
+    });
+    for p in 0..n {
+        let (back, _) = w
+            .process_at_rank(p)
+            .receive_vec_with_tag::<i32>(22)
+            .unwrap();
+        check!(back == [r * 10 + p], "echo from {p}");
+    }
     // An empty collection.
     let mut none: Vec<oxmpi::request::Request> = Vec::new();
     check!(

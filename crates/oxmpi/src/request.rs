@@ -646,7 +646,8 @@ pub fn wait_all_status<B, L: Level>(reqs: Vec<OwnedRequest<'_, B, L>>) -> Vec<(B
 }
 
 /// As [`wait_all_status`], handing each buffer and status to
-/// `each(index, buffer, status)` in order instead of collecting them.
+/// `each(index, buffer, status)` in order instead of collecting them
+/// (once every request has completed; `each` may make MPI calls).
 ///
 /// ```no_run
 /// use oxmpi::traits::*;
@@ -671,18 +672,17 @@ pub fn wait_all_each<B, L: Level>(
     let Some(rt) = reqs.first().map(|r| r.rt) else {
         return;
     };
-    let ids: Vec<ReqId> = reqs.iter().map(|r| r.id.expect("live")).collect();
-    let mut k = 0;
+    let mut results = Vec::with_capacity(reqs.len());
     rt.pml.wait_all_with(
-        ids.len(),
-        |i| ids[i],
-        |r| {
-            let req = &mut reqs[k];
-            req.id = None;
-            each(k, req.buf.take().expect("live"), raw_status(r));
-            k += 1;
-        },
+        reqs.len(),
+        |i| reqs[i].id.expect("live"),
+        |r| results.push(r),
     );
+    // `each` runs with the PML free again: it may call MPI itself.
+    for (k, (req, r)) in reqs.iter_mut().zip(results).enumerate() {
+        req.id = None;
+        each(k, req.buf.take().expect("live"), raw_status(r));
+    }
 }
 
 /// A persistent request (`MPI_Send_init`, `MPI_Recv_init` and the other
