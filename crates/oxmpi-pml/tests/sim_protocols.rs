@@ -267,6 +267,22 @@ impl World {
         any
     }
 
+    /// `n` rounds of: every rank progresses, then the network advances by
+    /// `step` ns (or, `None`, to its next event).
+    fn spin(&mut self, n: usize, step: Option<u64>) {
+        for _ in 0..n {
+            for o in &mut self.ranks {
+                o.progress();
+            }
+            match step {
+                Some(ns) => self.net.advance(ns),
+                None => {
+                    self.net.advance_to_next();
+                }
+            }
+        }
+    }
+
     fn busy(&self) -> bool {
         self.net.busy() || self.extra.iter().any(|n| n.busy())
     }
@@ -656,12 +672,7 @@ fn synchronous_send_completes_only_after_the_match() {
         let s = w.ranks[0]
             .isend(src.buf(), 1, 9, CTX, SendMode::Synchronous)
             .unwrap();
-        for _ in 0..200 {
-            for o in &mut w.ranks {
-                o.progress();
-            }
-            w.net.advance(1000);
-        }
+        w.spin(200, Some(1000));
         assert!(
             !w.ranks[0].is_complete(s).unwrap(),
             "ssend of {len} completed before a receive"
@@ -768,12 +779,7 @@ fn eager_credits_bound_unexpected_data() {
         );
         srcs.push(m);
     }
-    for _ in 0..5000 {
-        for o in &mut w.ranks {
-            o.progress();
-        }
-        w.net.advance_to_next();
-    }
+    w.spin(5000, None);
     let c = w.ranks[0].counters();
     assert!(c.rndv_forced_by_credits > 0, "{c:?}");
     assert!(
@@ -806,12 +812,7 @@ fn a_rendezvous_that_carries_the_whole_message_still_completes() {
     let s = w.ranks[0]
         .isend(src.buf(), 1, 6, CTX, SendMode::Standard)
         .unwrap();
-    for _ in 0..100 {
-        for o in &mut w.ranks {
-            o.progress();
-        }
-        w.net.advance_to_next();
-    }
+    w.spin(100, None);
     assert!(!w.ranks[0].is_complete(s).unwrap(), "waits for the ACK");
     let mut dst = Mem::zeros(9000);
     w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(6));

@@ -1583,7 +1583,8 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         self.start_other(buf, dst, tag, mode, persistent)
     }
 
-    /// [`Process::start_send`] of a persistent send, or to `PROC_NULL`.
+    /// [`Process::start_send`] of a persistent send, or to `PROC_NULL` (a
+    /// receive from it, complete at once each time it is started).
     #[inline(never)]
     fn start_other(
         &self,
@@ -1594,12 +1595,12 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         persistent: bool,
     ) -> Result<ReqId> {
         let ctx = self.comm.ctx;
-        Ok(self.comm.rt().pml.with(|o| match (dst, persistent) {
-            (Some(d), false) => o.isend(buf, d, tag, ctx, mode),
-            (Some(d), true) => o.send_init(buf, d, tag, ctx, mode),
-            (None, p) => {
+        Ok(self.comm.rt().pml.with(|o| match dst {
+            // Only a persistent send to a rank comes here.
+            Some(d) => o.send_init(buf, d, tag, ctx, mode),
+            None => {
                 let empty = PBuffer::Contig(MemRegion::EMPTY);
-                if p {
+                if persistent {
                     o.recv_init(empty, MSource::ProcNull, MTag::Any, ctx)
                 } else {
                     o.irecv(empty, MSource::ProcNull, MTag::Any, ctx)
