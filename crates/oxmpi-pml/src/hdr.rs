@@ -16,7 +16,7 @@
 //! NACK  (20)  send_req:u64 recv_req:u64 error:i32
 //! FRAG  (24)  recv_req:u64 send_req:u64 offset:u64                  + data
 //! PUT   (33+k) send_req:u64 recv_req:u64 offset:u64 len:u64 key_len:u8 key
-//! FIN   (20)  req:u64 size:u64 status:i32
+//! FIN   (24)  req:u64 size:u64 status:i32 nanos:u32
 //! CREDIT (8)  bytes:u64
 //! CANCEL (20) send_req:u64 ctx:u16 seq:u16 src:u32 tag:i32
 //! CANCEL_ACK (12) send_req:u64 seq:u16 cancelled:u16
@@ -243,6 +243,10 @@ pub enum Hdr {
         size: u64,
         /// 0, or an MPI error class.
         status: i32,
+        /// How long the sender's PUT of these bytes took, nanoseconds (0:
+        /// not a put, or not measured): the receiver balances the next
+        /// split transfers with it.
+        nanos: u32,
     },
     /// Eager credit returned to the sender: `bytes` of its eager traffic
     /// on context `ctx` have left the receiver's unexpected queue.
@@ -311,7 +315,7 @@ pub const NACK_LEN: usize = 20;
 /// FRAG header length.
 pub const FRAG_LEN: usize = 24;
 /// FIN header length.
-pub const FIN_LEN: usize = 20;
+pub const FIN_LEN: usize = 24;
 /// CREDIT header length.
 pub const CREDIT_LEN: usize = 8;
 /// CANCEL header length.
@@ -345,6 +349,9 @@ impl Rd<'_> {
     fn i32(&mut self) -> i32 {
         i32::from_le_bytes(self.take())
     }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
     fn u64(&mut self) -> u64 {
         u64::from_le_bytes(self.take())
     }
@@ -368,6 +375,9 @@ impl Wr<'_> {
         self.put(&v.to_le_bytes());
     }
     fn i32(&mut self, v: i32) {
+        self.put(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
         self.put(&v.to_le_bytes());
     }
     fn u64(&mut self, v: u64) {
@@ -519,6 +529,7 @@ impl Hdr {
                 req: r.req(),
                 size: r.u64(),
                 status: r.i32(),
+                nanos: r.u32(),
             },
             HdrType::Credit => Hdr::Credit { bytes: r.u64() },
             HdrType::Cancel => {
@@ -612,10 +623,16 @@ impl Hdr {
                 w.put(&[key.as_bytes().len() as u8]);
                 w.put(key.as_bytes());
             }
-            Hdr::Fin { req, size, status } => {
+            Hdr::Fin {
+                req,
+                size,
+                status,
+                nanos,
+            } => {
                 w.req(*req);
                 w.u64(*size);
                 w.i32(*status);
+                w.u32(*nanos);
             }
             Hdr::Credit { bytes } => w.u64(*bytes),
             Hdr::Cancel {

@@ -30,6 +30,7 @@
 //! pipeline.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use oxmpi_btl::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Endpoint, Limits, PeerInfo, RegId, RemoteKey,
@@ -330,6 +331,12 @@ struct RecvReq {
     /// The sender waits for our FIN (we took the message by GET, whole or
     /// split): sent once, by `check_recv_done`, when every byte is in.
     fin_owed: bool,
+    /// A split transfer between the two of us alone: once both copies are
+    /// timed (`get_ns`, ours; `put_ns`, from the sender's FIN), they
+    /// rebalance the peer's next splits (`State::split_share`).
+    balance: bool,
+    get_ns: u32,
+    put_ns: u32,
 }
 
 #[derive(Debug)]
@@ -401,7 +408,13 @@ enum TokKind {
     First,
     Frag,
     Get(usize),
-    Put { recv_req: ReqRef, len: usize },
+    /// A put of `len` bytes for `recv_req`; `nanos`: how long the BTL's
+    /// call took (see [`copy_nanos`]).
+    Put {
+        recv_req: ReqRef,
+        len: usize,
+        nanos: u32,
+    },
     Ctl,
 }
 
@@ -589,6 +602,11 @@ pub(crate) struct State {
     /// Our RGET sends not yet complete, per peer: while the peer is busy
     /// getting our data it has no core to spare for a split transfer.
     rget_out: Vec<u32>,
+    /// The receiver's share of a split transfer from each peer, in 1024ths
+    /// (half until one has been timed): copies into another process
+    /// (`process_vm_writev`) can be slower than copies out of it, so an
+    /// even split leaves the faster side idle.
+    split_share: Vec<u16>,
     dead: Vec<Option<String>>,
     /// How many entries of `dead` are set (none: nothing to check).
     n_dead: usize,
@@ -601,6 +619,56 @@ pub(crate) struct State {
 
 /// Smallest RDMA transfer striped over several BTLs.
 const STRIPE_MIN: usize = 4096;
+
+/// The receiver's share of a split transfer (in 1024ths) before any split
+/// with that peer has been timed.
+const SHARE_HALF: u16 = 512;
+/// Bounds of the receiver's share: each side copies at least an eighth.
+const SHARE_MIN: u16 = 128;
+/// See [`SHARE_MIN`].
+const SHARE_MAX: u16 = 896;
+
+/// Where a split transfer of `[0, len)` divides when the receiver's share
+/// is `share` 1024ths: the receiver gets `[0, h)`, the sender puts the
+/// rest (`h` on a cache line).
+fn split_point(len: usize, share: u16) -> usize {
+    ((len as u128 * u128::from(share) / 1024) as usize) & !63
+}
+
+/// The receiver's next share: a quarter of the way from `old` to the share
+/// at which both copies of the last split transfer (`get_bytes` in
+/// `get_ns` by the receiver, `put_bytes` in `put_ns` by the sender) would
+/// have taken the same time; within [`SHARE_MIN`], [`SHARE_MAX`].
+fn next_share(old: u16, get_bytes: usize, get_ns: u32, put_bytes: usize, put_ns: u32) -> u16 {
+    if get_bytes == 0 || put_bytes == 0 || get_ns == 0 || put_ns == 0 {
+        return old;
+    }
+    // Rates are bytes per ns; the balanced share is r_get / (r_get + r_put).
+    let a = get_bytes as f64 * f64::from(put_ns);
+    let b = put_bytes as f64 * f64::from(get_ns);
+    let target = 1024.0 * a / (a + b);
+    let next = (3.0 * f64::from(old) + target) / 4.0;
+    (next.round() as u16).clamp(SHARE_MIN, SHARE_MAX)
+}
+
+/// Shortest BTL call that counts as a copy, nanoseconds: a BTL that copies
+/// inside its put/get call (CMA) takes longer than this for any split
+/// transfer (at least 32 KiB); one that returns at once and completes later
+/// (the copy-in/copy-out emulation) takes less, and gives no sample.
+const MIN_COPY_NS: u128 = 2_000;
+
+/// How long a put or get call that began at `t0` took, nanoseconds (0 when
+/// it returned too quickly to have copied anything, see [`MIN_COPY_NS`]).
+/// Timed around the call, not until its completion is reported: the
+/// completions of several copies issued in a row are reported together.
+fn copy_nanos(t0: Instant) -> u32 {
+    let ns = t0.elapsed().as_nanos();
+    if ns < MIN_COPY_NS {
+        0
+    } else {
+        u32::try_from(ns).unwrap_or(u32::MAX)
+    }
+}
 
 /// One entry per BTL a transfer's RDMA uses: inline up to the default
 /// `pml_ob1_max_rdma_per_request` (4), so a rendezvous allocates nothing.
@@ -777,6 +845,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 credits,
                 owed: vec![0; n],
                 rget_out: vec![0; n],
+                split_share: vec![SHARE_HALF; n],
                 dead: vec![None; n],
                 n_dead: 0,
                 counters: Counters {
@@ -1152,6 +1221,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 rflags: RndvFlags(0),
                 split: 0,
                 fin_owed: false,
+                balance: false,
+                get_ns: 0,
+                put_ns: 0,
             }),
         });
         Ok(ReqId::of(r))
@@ -1665,7 +1737,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     && st.caps[b].contains(Caps::PUT)
                     && st.rget_out[peer as usize] == 0;
                 if split {
-                    let h = (get_end / 2) & !63;
+                    let h = split_point(get_end, st.split_share[peer as usize]);
                     parts.push((b, h, get_end));
                     get_end = h;
                 }
@@ -1681,6 +1753,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
                             return;
                         };
                         rr.split = get_end;
+                        rr.balance = split && parts.len() == 1;
+                        rr.get_ns = 0;
+                        rr.put_ns = 0;
                         for (&(bi, lo, hi), key) in parts.iter().zip(keys) {
                             st.actions.push_back(Action::CtlVia {
                                 peer,
@@ -1806,8 +1881,14 @@ impl<B: ?Sized + Btl> Ob1<B> {
             req: r,
             kind: TokKind::Get(region.len()),
         });
+        let t0 = Instant::now();
         match btls[b].get(ep, region, &key, 0, tok) {
-            Ok(()) => st.counters.rdma_bytes_by_btl[b] += region.len() as u64,
+            Ok(()) => {
+                st.counters.rdma_bytes_by_btl[b] += region.len() as u64;
+                if let Some(rr) = st.reqs.recv_mut(r) {
+                    rr.get_ns = copy_nanos(t0);
+                }
+            }
             Err(BtlError::NoResource) => {
                 st.free_tok(tok);
                 st.counters.no_resource += 1;
@@ -1842,6 +1923,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     req: recv_req,
                     size: 0,
                     status: ErrClass::Intern.code(),
+                    nanos: 0,
                 },
             });
             return;
@@ -1868,10 +1950,22 @@ impl<B: ?Sized + Btl> Ob1<B> {
         };
         let tok = st.alloc_tok(Tok {
             req: send_req,
-            kind: TokKind::Put { recv_req, len },
+            kind: TokKind::Put {
+                recv_req,
+                len,
+                nanos: 0,
+            },
         });
+        let t0 = Instant::now();
         match btls[b].put(ep, local, &key, offset, tok) {
             Ok(()) => {
+                if let Some(Some(Tok {
+                    kind: TokKind::Put { nanos, .. },
+                    ..
+                })) = st.toks.get_mut(tok.0 as usize)
+                {
+                    *nanos = copy_nanos(t0);
+                }
                 st.counters.puts += 1;
                 st.counters.bytes_sent[peer as usize] += len as u64;
                 st.counters.rdma_bytes_by_btl[b] += len as u64;
@@ -2347,6 +2441,22 @@ impl State {
 
     /// A put of ours failed: fail the send, and tell the receiver, which
     /// would otherwise wait for those bytes forever.
+    /// Once both copies of a split transfer are timed, moves the peer's
+    /// share towards the one that balances them.
+    fn balance_split(&mut self, r: ReqRef) {
+        let Some(rr) = self.reqs.recv_mut(r) else {
+            return;
+        };
+        if !rr.balance || rr.get_ns == 0 || rr.put_ns == 0 {
+            return;
+        }
+        rr.balance = false;
+        let put_bytes = rr.msg_len.saturating_sub(rr.split);
+        let (peer, get_bytes, g, p) = (rr.peer as usize, rr.split, rr.get_ns, rr.put_ns);
+        let share = &mut self.split_share[peer];
+        *share = next_share(*share, get_bytes, g, put_bytes, p);
+    }
+
     fn put_failed(&mut self, send_req: ReqRef, recv_req: ReqRef, e: &BtlError) {
         if let Some(s) = self.reqs.send(send_req) {
             let peer = s.peer;
@@ -2356,6 +2466,7 @@ impl State {
                     req: recv_req,
                     size: 0,
                     status: 1,
+                    nanos: 0,
                 },
             });
         }
@@ -2467,6 +2578,7 @@ impl State {
                         req: send_req,
                         size: msg_len as u64,
                         status: 0,
+                        nanos: 0,
                     },
                 });
             }
@@ -2498,6 +2610,7 @@ impl State {
         rr.msg_len = 0;
         rr.split = 0;
         rr.fin_owed = false;
+        rr.balance = false;
         rr.handle = None;
         let (ctx, src, tag) = (rr.ctx, rr.src, rr.tag);
         self.post_recv(r, ctx, src, tag);
@@ -3113,7 +3226,12 @@ impl BtlSink for Sink<'_> {
                     peer,
                 }));
             }
-            Hdr::Fin { req, size, status } => match st.reqs.get_mut(req) {
+            Hdr::Fin {
+                req,
+                size,
+                status,
+                nanos,
+            } => match st.reqs.get_mut(req) {
                 Some(Req {
                     kind: Kind::Send(s),
                     done: false,
@@ -3138,6 +3256,10 @@ impl BtlSink for Sink<'_> {
                     rr.got += size as usize;
                     let peer = rr.peer as usize;
                     st.counters.bytes_received[peer] += size;
+                    if rr.balance && nanos > 0 {
+                        rr.put_ns = nanos;
+                        st.balance_split(req);
+                    }
                     st.check_recv_done(req);
                 }
                 _ => st.counters.bad_fragments += 1,
@@ -3264,9 +3386,14 @@ impl BtlSink for Sink<'_> {
                 };
                 rr.got += bytes;
                 st.counters.bytes_received[rr.peer as usize] += bytes as u64;
+                st.balance_split(tok.req);
                 st.check_recv_done(tok.req);
             }
-            TokKind::Put { recv_req, len } => {
+            TokKind::Put {
+                recv_req,
+                len,
+                nanos,
+            } => {
                 let Some(s) = st.reqs.send_mut(tok.req) else {
                     return;
                 };
@@ -3278,6 +3405,7 @@ impl BtlSink for Sink<'_> {
                         req: recv_req,
                         size: len as u64,
                         status: 0,
+                        nanos,
                     },
                 });
                 st.check_send_done(tok.req);
@@ -3334,5 +3462,70 @@ mod layout {
     fn a_request_slot_stays_within_four_cache_lines() {
         let slot = std::mem::size_of::<super::Slot>();
         assert!(slot <= 256, "a request slot is {slot} bytes");
+    }
+}
+
+#[cfg(test)]
+mod split_balance {
+    use super::{next_share, split_point, SHARE_HALF, SHARE_MAX, SHARE_MIN};
+
+    #[test]
+    fn the_split_point_follows_the_share_on_a_cache_line() {
+        assert_eq!(split_point(1 << 20, SHARE_HALF), 512 << 10);
+        assert_eq!(split_point(1 << 20, 640), 640 << 10);
+        assert_eq!(split_point(1000, 512) % 64, 0);
+        assert!(split_point(1000, SHARE_MAX) < 1000);
+    }
+
+    #[test]
+    fn equal_copy_rates_keep_an_even_split() {
+        let half = 512 << 10;
+        assert_eq!(
+            next_share(SHARE_HALF, half, 50_000, half, 50_000),
+            SHARE_HALF
+        );
+    }
+
+    #[test]
+    fn a_slower_put_moves_bytes_to_the_receiver_until_both_take_as_long() {
+        // The receiver's get runs at twice the sender's put: the balanced
+        // share is 2/3 of the message.
+        let (mut share, len) = (SHARE_HALF, 1usize << 20);
+        let first = {
+            let h = split_point(len, share);
+            next_share(share, h, (h / 20) as u32, len - h, ((len - h) / 10) as u32)
+        };
+        assert!(
+            first > SHARE_HALF && first < 683,
+            "one step moves part way: {first}"
+        );
+        for _ in 0..40 {
+            let h = split_point(len, share);
+            share = next_share(share, h, (h / 20) as u32, len - h, ((len - h) / 10) as u32);
+        }
+        assert!((680..=686).contains(&share), "converged to {share}");
+        // And back when the put becomes the faster copy.
+        for _ in 0..40 {
+            let h = split_point(len, share);
+            share = next_share(share, h, (h / 10) as u32, len - h, ((len - h) / 20) as u32);
+        }
+        assert!((338..=344).contains(&share), "converged to {share}");
+    }
+
+    #[test]
+    fn the_share_is_bounded_and_unmeasured_copies_leave_it() {
+        let half = 512 << 10;
+        let mut share = SHARE_HALF;
+        for _ in 0..50 {
+            share = next_share(share, half, 1, half, u32::MAX);
+        }
+        assert_eq!(share, SHARE_MAX);
+        for _ in 0..50 {
+            share = next_share(share, half, u32::MAX, half, 1);
+        }
+        assert_eq!(share, SHARE_MIN);
+        assert_eq!(next_share(700, half, 0, half, 10), 700);
+        assert_eq!(next_share(700, half, 10, half, 0), 700);
+        assert_eq!(next_share(700, 0, 10, half, 10), 700);
     }
 }

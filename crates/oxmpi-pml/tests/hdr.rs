@@ -92,10 +92,13 @@ fn hdr() -> impl Strategy<Value = Hdr> {
                 key
             }
         ),
-        (req(), any::<u64>(), any::<i32>()).prop_map(|(req, size, status)| Hdr::Fin {
-            req,
-            size,
-            status
+        (req(), any::<u64>(), any::<i32>(), any::<u32>()).prop_map(|(req, size, status, nanos)| {
+            Hdr::Fin {
+                req,
+                size,
+                status,
+                nanos,
+            }
         }),
         any::<u64>().prop_map(|bytes| Hdr::Credit { bytes }),
         (
