@@ -31,9 +31,12 @@ pub struct PmlConfig {
     /// starts it, as for `mpi_async_progress`).
     pub progress_thread: bool,
     /// Smallest RDMA-get message the receiver splits with the sender (it
-    /// gets the first half while the sender puts the second), 0 = never
+    /// gets the first part while the sender puts the rest), 0 = never
     /// (`pml_ob1_rdma_split_min`).
     pub rdma_split_min: usize,
+    /// Balance split transfers by the measured speed of each side's copy
+    /// (`pml_ob1_rdma_split_balance`); off: even halves.
+    pub rdma_split_balance: bool,
 }
 
 impl Default for PmlConfig {
@@ -49,6 +52,7 @@ impl Default for PmlConfig {
             spin_count: 20_000,
             progress_thread: false,
             rdma_split_min: 64 << 10,
+            rdma_split_balance: true,
         }
     }
 }
@@ -110,6 +114,13 @@ impl PmlConfig {
                 .help("smallest RDMA-get message whose copy the receiver splits with the sender (0: never)"),
         )?;
         reg.register(
+            ParamSpec::bool("pml", "ob1", "rdma_split_balance", d.rdma_split_balance)
+                .level(6)
+                .help(
+                    "divide split copies by the measured speed of each side (false: even halves)",
+                ),
+        )?;
+        reg.register(
             ParamSpec::int(
                 "pml",
                 "ob1",
@@ -146,6 +157,7 @@ impl PmlConfig {
             progress_thread: reg.get_bool("pml_ob1_progress_thread")?,
             rdma_split_min: usize::try_from(reg.get_size("pml_ob1_rdma_split_min")?)
                 .unwrap_or(usize::MAX),
+            rdma_split_balance: reg.get_bool("pml_ob1_rdma_split_balance")?,
         })
     }
 }

@@ -178,6 +178,9 @@ pub struct Counters {
     /// Split transfers: the receiver gets the first part while the sender
     /// puts the rest, both copying at once (`pml_ob1_rdma_split_min`).
     pub rdma_split: u64,
+    /// Split transfers whose two copies were both timed and moved the
+    /// peer's share (`pml_ob1_rdma_split_balance`).
+    pub rdma_split_balanced: u64,
     /// RDMA direct put (one PUT for the whole middle).
     pub rdma_put: u64,
     /// RDMA transfers striped over several BTLs by bandwidth weight
@@ -630,9 +633,11 @@ const SHARE_MAX: u16 = 896;
 
 /// Where a split transfer of `[0, len)` divides when the receiver's share
 /// is `share` 1024ths: the receiver gets `[0, h)`, the sender puts the
-/// rest (`h` on a cache line).
-fn split_point(len: usize, share: u16) -> usize {
-    ((len as u128 * u128::from(share) / 1024) as usize) & !63
+/// rest (`h` on a cache line). `None` when either part would be empty (a
+/// short message and a small share): no split then.
+fn split_point(len: usize, share: u16) -> Option<usize> {
+    let h = ((len as u128 * u128::from(share) / 1024) as usize) & !63;
+    (h > 0 && h < len).then_some(h)
 }
 
 /// The receiver's next share: a quarter of the way from `old` to the share
@@ -652,8 +657,9 @@ fn next_share(old: u16, get_bytes: usize, get_ns: u32, put_bytes: usize, put_ns:
 }
 
 /// Shortest BTL call that counts as a copy, nanoseconds: a BTL that copies
-/// inside its put/get call (CMA) takes longer than this for any split
-/// transfer (at least 32 KiB); one that returns at once and completes later
+/// inside its put/get call (CMA) takes longer than this for the parts of
+/// a default split (8 KiB at the smallest share of 64 KiB, about 1 us, is
+/// the exception: no sample); one that returns at once and completes later
 /// (the copy-in/copy-out emulation) takes less, and gives no sample.
 const MIN_COPY_NS: u128 = 2_000;
 
@@ -671,7 +677,7 @@ fn copy_nanos(t0: Instant) -> u32 {
 }
 
 /// One entry per BTL a transfer's RDMA uses: inline up to the default
-/// `pml_ob1_max_rdma_per_request` (4), so a rendezvous allocates nothing.
+/// `pml_ob1_max_rdma_per_request` (4), so striping allocates nothing.
 type Stripes<T> = SmallVec<[T; 4]>;
 
 /// `[lo, hi)` cut into consecutive parts proportional to `weights`
@@ -1720,8 +1726,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 rr.fin_owed = true;
                 // The parts others copy, by PUT from the sender: the share of
                 // each other RDMA BTL (striping by bandwidth weight), and
-                // half of our own share when the sender has a core to spare
-                // (it is not itself getting from us), so both copy at once.
+                // part of our own share when the sender has a core to spare
+                // (it is not itself getting from us), so both copy at once;
+                // the part follows the measured speed of the two copies
+                // (`split_share`, even halves until measured or when
+                // `pml_ob1_rdma_split_balance` is off).
                 let mut parts: Stripes<(usize, usize, usize)> = Stripes::new();
                 let mut get_end = msg_len;
                 let stripes = st.stripes(peer, b, Caps::PUT);
@@ -1732,12 +1741,19 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     parts.extend(shares[1..].iter().copied().filter(|p| p.2 > p.1));
                 }
                 let split_min = st.cfg.rdma_split_min;
-                let split = split_min > 0
+                let share = if st.cfg.rdma_split_balance {
+                    st.split_share[peer as usize]
+                } else {
+                    SHARE_HALF
+                };
+                let at = (split_min > 0
                     && get_end >= split_min.max(128)
                     && st.caps[b].contains(Caps::PUT)
-                    && st.rget_out[peer as usize] == 0;
-                if split {
-                    let h = split_point(get_end, st.split_share[peer as usize]);
+                    && st.rget_out[peer as usize] == 0)
+                    .then(|| split_point(get_end, share))
+                    .flatten();
+                let split = at.is_some();
+                if let Some(h) = at {
                     parts.push((b, h, get_end));
                     get_end = h;
                 }
@@ -1753,7 +1769,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                             return;
                         };
                         rr.split = get_end;
-                        rr.balance = split && parts.len() == 1;
+                        rr.balance = split && parts.len() == 1 && st.cfg.rdma_split_balance;
                         rr.get_ns = 0;
                         rr.put_ns = 0;
                         for (&(bi, lo, hi), key) in parts.iter().zip(keys) {
@@ -2439,8 +2455,6 @@ impl State {
         self.complete(r);
     }
 
-    /// A put of ours failed: fail the send, and tell the receiver, which
-    /// would otherwise wait for those bytes forever.
     /// Once both copies of a split transfer are timed, moves the peer's
     /// share towards the one that balances them.
     fn balance_split(&mut self, r: ReqRef) {
@@ -2455,8 +2469,11 @@ impl State {
         let (peer, get_bytes, g, p) = (rr.peer as usize, rr.split, rr.get_ns, rr.put_ns);
         let share = &mut self.split_share[peer];
         *share = next_share(*share, get_bytes, g, put_bytes, p);
+        self.counters.rdma_split_balanced += 1;
     }
 
+    /// A put of ours failed: fail the send, and tell the receiver, which
+    /// would otherwise wait for those bytes forever.
     fn put_failed(&mut self, send_req: ReqRef, recv_req: ReqRef, e: &BtlError) {
         if let Some(s) = self.reqs.send(send_req) {
             let peer = s.peer;
@@ -2970,6 +2987,8 @@ impl State {
         let Some(rr) = self.reqs.recv_mut(r) else {
             return;
         };
+        // A failed get's time is no sample of the copy's speed.
+        rr.balance = false;
         let (peer, send_req) = (rr.peer, rr.send_req);
         // A split transfer still gets the sender's put of the rest (and the
         // sender still waits for our FIN): only the part we failed to get
@@ -3471,10 +3490,16 @@ mod split_balance {
 
     #[test]
     fn the_split_point_follows_the_share_on_a_cache_line() {
-        assert_eq!(split_point(1 << 20, SHARE_HALF), 512 << 10);
-        assert_eq!(split_point(1 << 20, 640), 640 << 10);
-        assert_eq!(split_point(1000, 512) % 64, 0);
-        assert!(split_point(1000, SHARE_MAX) < 1000);
+        assert_eq!(split_point(1 << 20, SHARE_HALF), Some(512 << 10));
+        assert_eq!(split_point(1 << 20, 640), Some(640 << 10));
+        assert_eq!(split_point(1000, 512), Some(448));
+        assert!(split_point(1000, SHARE_MAX).is_some_and(|h| h < 1000));
+        // Neither part may be empty: a short message at a small share is
+        // not split (an empty first part would read as "not split" while
+        // the sender puts the whole message).
+        assert_eq!(split_point(500, SHARE_MIN), None);
+        assert_eq!(split_point(64, SHARE_MAX), None);
+        assert_eq!(split_point(128, SHARE_HALF), Some(64));
     }
 
     #[test]
@@ -3492,7 +3517,7 @@ mod split_balance {
         // share is 2/3 of the message.
         let (mut share, len) = (SHARE_HALF, 1usize << 20);
         let first = {
-            let h = split_point(len, share);
+            let h = split_point(len, share).unwrap();
             next_share(share, h, (h / 20) as u32, len - h, ((len - h) / 10) as u32)
         };
         assert!(
@@ -3500,13 +3525,13 @@ mod split_balance {
             "one step moves part way: {first}"
         );
         for _ in 0..40 {
-            let h = split_point(len, share);
+            let h = split_point(len, share).unwrap();
             share = next_share(share, h, (h / 20) as u32, len - h, ((len - h) / 10) as u32);
         }
         assert!((680..=686).contains(&share), "converged to {share}");
         // And back when the put becomes the faster copy.
         for _ in 0..40 {
-            let h = split_point(len, share);
+            let h = split_point(len, share).unwrap();
             share = next_share(share, h, (h / 10) as u32, len - h, ((len - h) / 20) as u32);
         }
         assert!((338..=344).contains(&share), "converged to {share}");

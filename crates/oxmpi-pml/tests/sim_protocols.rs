@@ -218,8 +218,19 @@ fn world_over(
     }
 }
 
+/// The PML's defaults, except that split transfers keep even halves: the
+/// sim copies inside its put/get calls, so balancing them by their measured
+/// time would make the split points depend on the host's timing
+/// (`split_transfers_stay_whole_while_the_share_moves` turns it on).
+fn sim_pml() -> PmlConfig {
+    PmlConfig {
+        rdma_split_balance: false,
+        ..PmlConfig::default()
+    }
+}
+
 fn world(n: u32) -> World {
-    world_with(n, SimConfig::default(), all_caps(), PmlConfig::default())
+    world_with(n, SimConfig::default(), all_caps(), sim_pml())
 }
 
 fn all_caps() -> Caps {
@@ -391,7 +402,7 @@ fn eager_immediate_prepared_and_copied() {
         SimConfig::default(),
         all_caps(),
         Caps::SEND_INPLACE,
-        PmlConfig::default(),
+        sim_pml(),
     );
     let (_, st) = transfer(&mut w, 8, SendMode::Standard);
     assert_eq!((st.source, st.tag, st.bytes, st.error), (0, 5, 8, None));
@@ -438,12 +449,49 @@ fn rdma_split_receiver_gets_half_while_sender_puts_half() {
     assert_eq!((r.rdma_get, r.rdma_split, s.puts), (1, 0, 0), "{s:?} {r:?}");
     let cfg = PmlConfig {
         rdma_split_min: 0,
-        ..PmlConfig::default()
+        ..sim_pml()
     };
     let mut w = world_with(2, SimConfig::default(), all_caps(), cfg);
     transfer(&mut w, 1 << 20, SendMode::Standard);
     let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
     assert_eq!((r.rdma_get, r.rdma_split, s.puts), (1, 0, 0), "{s:?} {r:?}");
+}
+
+#[test]
+fn split_transfers_stay_whole_while_the_share_moves() {
+    // Balancing on: each split's timed copies move the receiver's share
+    // (large ones take long enough to be timed), and every later split
+    // still delivers every byte once.
+    let cfg = PmlConfig {
+        rdma_split_balance: true,
+        ..PmlConfig::default()
+    };
+    let mut w = world_with(2, SimConfig::default(), all_caps(), cfg);
+    let sizes = [4 << 20, 64 * 1024, (1 << 20) + 4093, 4 << 20, 300 * 1024];
+    let mut total = 0u64;
+    for (i, &len) in sizes.iter().cycle().take(15).enumerate() {
+        let mode = if i % 2 == 0 {
+            SendMode::Standard
+        } else {
+            SendMode::Synchronous
+        };
+        transfer(&mut w, len, mode);
+        total += len as u64;
+        let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
+        assert_eq!(
+            (r.rdma_split, s.puts),
+            (i as u64 + 1, i as u64 + 1),
+            "{len}: {r:?}"
+        );
+        assert_eq!(r.bytes_received[0], total, "{len}: {r:?}");
+    }
+    // The 4 MiB copies are long enough to be timed.
+    assert!(w.ranks[1].counters().rdma_split_balanced >= 1);
+    // Off, nothing is timed.
+    let mut w = world(2);
+    transfer(&mut w, 4 << 20, SendMode::Standard);
+    let r = w.ranks[1].counters();
+    assert_eq!((r.rdma_split, r.rdma_split_balanced), (1, 0), "{r:?}");
 }
 
 #[test]
@@ -533,7 +581,7 @@ fn a_split_whose_get_fails_still_ends_with_all_data() {
         all_caps(),
         Caps::NONE,
         Caps::GET,
-        PmlConfig::default(),
+        sim_pml(),
     );
     for mode in [SendMode::Standard, SendMode::Synchronous] {
         let (s, r) = transfer(&mut w, (1 << 20) + 12, mode);
@@ -558,7 +606,7 @@ fn a_failed_put_fails_the_receive_too() {
         all_caps(),
         Caps::NONE,
         Caps::PUT,
-        PmlConfig::default(),
+        sim_pml(),
     );
     let len = 1 << 20;
     let mut src = Mem::pattern(len, 7);
@@ -576,7 +624,7 @@ fn a_failed_put_fails_the_receive_too() {
 fn rdma_put_direct_and_pipeline() {
     // No GET: the sender proposes RNDV with PIN and the receiver drives PUTs.
     let keep = all_caps() - Caps::GET;
-    let mut w = world_with(2, SimConfig::default(), keep, PmlConfig::default());
+    let mut w = world_with(2, SimConfig::default(), keep, sim_pml());
     // 200 KiB: tail 200K - 4K by send/recv... (rdma_pipeline_send_length is
     // 256 KiB in the sim's limits, so the whole rest is the tail).
     transfer(&mut w, 600 * 1024, SendMode::Standard);
@@ -586,7 +634,7 @@ fn rdma_put_direct_and_pipeline() {
     assert!(r.rdma_pipeline == 1 || r.rdma_put == 1, "{r:?}");
     assert!(s.puts >= 1 && s.frags >= 1, "{s:?}");
     // Middle no larger than min_rdma_pipeline_size: one direct PUT.
-    let mut w = world_with(2, SimConfig::default(), keep, PmlConfig::default());
+    let mut w = world_with(2, SimConfig::default(), keep, sim_pml());
     transfer(&mut w, 400 * 1024, SendMode::Standard);
     let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
     assert_eq!((r.rdma_put, s.puts), (1, 1), "{s:?} {r:?}");
@@ -595,7 +643,7 @@ fn rdma_put_direct_and_pipeline() {
 #[test]
 fn send_receive_pipeline_without_rdma() {
     let keep = Caps::SEND | Caps::SENDI | Caps::ORDERED;
-    let mut w = world_with(2, SimConfig::default(), keep, PmlConfig::default());
+    let mut w = world_with(2, SimConfig::default(), keep, sim_pml());
     transfer(&mut w, 1 << 20, SendMode::Standard);
     let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
     assert_eq!((s.rndv, s.rget, r.send_pipeline), (1, 0, 1), "{s:?} {r:?}");
@@ -694,7 +742,7 @@ fn unordered_network_with_no_resource_keeps_mpi_order() {
         max_in_flight: 8,
         ..SimConfig::default()
     };
-    let mut w = world_with(3, sim, all_caps(), PmlConfig::default());
+    let mut w = world_with(3, sim, all_caps(), sim_pml());
     let sizes = [0usize, 8, 40, 300, 3000, 5000, 70_000, 300_000];
     let n = 64;
     let mut sends = Vec::new();
@@ -764,7 +812,7 @@ fn ten_thousand_unexpected_messages() {
 fn eager_credits_bound_unexpected_data() {
     let pml = PmlConfig {
         eager_credits: 64 * 1024,
-        ..PmlConfig::default()
+        ..sim_pml()
     };
     let mut w = world_with(2, SimConfig::default(), all_caps(), pml);
     let n = 100;
@@ -805,7 +853,7 @@ fn a_rendezvous_that_carries_the_whole_message_still_completes() {
     let mut sim = SimConfig::default();
     sim.limits.rndv_eager_limit = 16 * 1024;
     let keep = Caps::SEND | Caps::SENDI | Caps::ORDERED;
-    let mut w = world_with(2, sim, keep, PmlConfig::default());
+    let mut w = world_with(2, sim, keep, sim_pml());
     let (ss, rs) = transfer(&mut w, 8000, SendMode::Standard);
     assert_eq!((ss.bytes, rs.bytes), (8000, 8000));
     let mut src = Mem::pattern(9000, 3);
@@ -823,7 +871,7 @@ fn a_rendezvous_that_carries_the_whole_message_still_completes() {
     // A zero-length send forced to rendezvous by spent credits.
     let pml = PmlConfig {
         eager_credits: 4096,
-        ..PmlConfig::default()
+        ..sim_pml()
     };
     let mut w = world_with(2, SimConfig::default(), keep, pml);
     let mut big = Mem::pattern(4080, 1);
@@ -1094,7 +1142,7 @@ fn big(seed: u8) -> Mem {
 fn leave_pinned_reuses_registrations_until_the_memory_is_released() {
     let pml = PmlConfig {
         leave_pinned: true,
-        ..PmlConfig::default()
+        ..sim_pml()
     };
     let mut w = world_with(2, SimConfig::default(), all_caps(), pml);
     assert!(w.ranks[0].rcache_on(), "userfaultfd works here");
@@ -1131,7 +1179,7 @@ fn leave_pinned_evicts_the_least_recently_used_past_the_limit() {
     let pml = PmlConfig {
         leave_pinned: true,
         rcache_max_entries: 2,
-        ..PmlConfig::default()
+        ..sim_pml()
     };
     let mut w = world_with(2, SimConfig::default(), all_caps(), pml);
     let mut bufs: Vec<Mem> = (0..4).map(|i| Mem::pattern(512 << 10, i)).collect();
@@ -1198,7 +1246,7 @@ fn rdma_is_striped_over_two_links_by_bandwidth_weight() {
     // Direct get (the receiver gets its share, the slower link's share is
     // put by the sender), then PUT only (RDMA pipeline, receiver-driven).
     for keep in [all_caps(), all_caps() - Caps::GET] {
-        let mut w = world_two_links([30_000, 10_000], keep, PmlConfig::default());
+        let mut w = world_two_links([30_000, 10_000], keep, sim_pml());
         transfer(&mut w, len, SendMode::Standard);
         let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
         assert_eq!(r.rdma_striped, 1, "{keep:?}: {r:?}");
@@ -1225,7 +1273,7 @@ fn rdma_is_striped_over_two_links_by_bandwidth_weight() {
 fn one_rdma_btl_per_request_when_the_parameter_says_so() {
     let pml = PmlConfig {
         max_rdma_per_request: 1,
-        ..PmlConfig::default()
+        ..sim_pml()
     };
     let mut w = world_two_links([30_000, 10_000], all_caps(), pml);
     transfer(&mut w, 4 << 20, SendMode::Standard);
@@ -1233,11 +1281,7 @@ fn one_rdma_btl_per_request_when_the_parameter_says_so() {
     let [fast, slow] = rdma_bytes(&w);
     assert_eq!((fast, slow), (4 << 20, 0));
     // Equal links share equally.
-    let mut w = world_two_links(
-        [10_000, 10_000],
-        all_caps() - Caps::GET,
-        PmlConfig::default(),
-    );
+    let mut w = world_two_links([10_000, 10_000], all_caps() - Caps::GET, sim_pml());
     transfer(&mut w, 4 << 20, SendMode::Standard);
     let [a, b] = rdma_bytes(&w);
     assert!(a.abs_diff(b) <= 128, "{a} {b}");
@@ -1254,7 +1298,7 @@ fn striped_transfers_survive_reordering_and_no_resource() {
         ..SimConfig::default()
     };
     for keep in [all_caps(), all_caps() - Caps::GET] {
-        let mut w = world_two_links_with(sim, [20_000, 10_000], keep, PmlConfig::default());
+        let mut w = world_two_links_with(sim, [20_000, 10_000], keep, sim_pml());
         for len in [5000, 300 * 1024 + 7, 3 << 20] {
             transfer(&mut w, len, SendMode::Standard);
             transfer(&mut w, len, SendMode::Synchronous);
@@ -1272,7 +1316,7 @@ fn cancel_of_an_unmatched_rendezvous_drops_it_at_the_receiver() {
         all_caps() - Caps::GET,
         Caps::SEND | Caps::SENDI | Caps::ORDERED,
     ] {
-        let mut w = world_with(2, SimConfig::default(), keep, PmlConfig::default());
+        let mut w = world_with(2, SimConfig::default(), keep, sim_pml());
         let len = 200 * 1024;
         let mut big = Mem::pattern(len, 3);
         let s = w.ranks[0]
@@ -1343,7 +1387,7 @@ fn cancel_of_a_send_still_queued_leaves_no_hole_in_the_sequence() {
         max_in_flight: 2,
         ..SimConfig::default()
     };
-    let mut w = world_with(2, sim, all_caps(), PmlConfig::default());
+    let mut w = world_with(2, sim, all_caps(), sim_pml());
     let mut bufs: Vec<Mem> = (0..16).map(|i| Mem::pattern(2000, i)).collect();
     let mut big = Mem::pattern(100 * 1024, 99);
     let mut ids = Vec::new();
@@ -1398,7 +1442,7 @@ fn a_failed_get_with_a_striped_part_still_waiting_keeps_the_send_open() {
     };
     let pml = PmlConfig {
         rdma_split_min: 0,
-        ..PmlConfig::default()
+        ..sim_pml()
     };
     let mut w = world_links([SimConfig::default(), slow], all_caps(), Caps::GET, pml);
     let len = 64 * 1024;
@@ -1428,7 +1472,7 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
         ..Hold::default()
     });
     let nets = vec![SimNet::new(SimConfig::default())];
-    let mut w = world_over(nets, 2, PmlConfig::default(), |r, inner| Masked {
+    let mut w = world_over(nets, 2, sim_pml(), |r, inner| Masked {
         inner,
         keep: all_caps(),
         extra: Caps::NONE,
