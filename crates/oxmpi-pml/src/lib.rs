@@ -19,7 +19,7 @@ pub mod hdr;
 pub mod ob1;
 pub mod rcache;
 
-use spin::mutex::{SpinMutex, SpinMutexGuard};
+use std::sync::Mutex;
 
 use oxmpi_btl::btl::Btl;
 use oxmpi_btl::mem::MemRegion;
@@ -31,20 +31,12 @@ pub use error::{ErrClass, PmlError};
 pub use ob1::{Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status};
 pub use rcache::RcacheStats;
 
-/// Attempts to take a held engine lock before yielding between attempts.
-const LOCK_SPINS: u32 = 64;
-
 /// Progress passes a spinning wait makes per lock acquisition.
 const POLLS_PER_LOCK: u32 = 16;
 
 /// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
-    /// A spin lock whose release is a plain store: the engine is held for
-    /// one call or one progress pass at a time, and `std`'s futex mutex
-    /// pays a second locked instruction (its release is an exchange, to
-    /// learn whether to wake a sleeper). Contended, [`Pml::lock`] spins
-    /// briefly, then yields.
-    inner: SpinMutex<Ob1<B>>,
+    inner: Mutex<Ob1<B>>,
     spin: u32,
     /// Progress passes per lock acquisition while spinning.
     batch: u32,
@@ -62,7 +54,7 @@ impl<B: ?Sized + Btl> Pml<B> {
     pub fn new(ob1: Ob1<B>, spin_count: u32, oversubscribed: bool) -> Pml<B> {
         let spin = if oversubscribed { 0 } else { spin_count };
         Pml {
-            inner: SpinMutex::new(ob1),
+            inner: Mutex::new(ob1),
             spin,
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
         }
@@ -80,37 +72,9 @@ impl<B: ?Sized + Btl> Pml<B> {
     }
 
     /// Runs `f` with the engine locked.
-    #[inline]
     pub fn with<T>(&self, f: impl FnOnce(&mut Ob1<B>) -> T) -> T {
-        let mut g = self.lock();
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut g)
-    }
-
-    /// The engine, locked: at once when free, else after spinning a
-    /// little, then yielding the core between attempts (another thread of
-    /// this process holds it, possibly descheduled).
-    #[inline]
-    fn lock(&self) -> SpinMutexGuard<'_, Ob1<B>> {
-        match self.inner.try_lock() {
-            Some(g) => g,
-            None => self.lock_contended(),
-        }
-    }
-
-    #[cold]
-    fn lock_contended(&self) -> SpinMutexGuard<'_, Ob1<B>> {
-        let mut tries = 0u32;
-        loop {
-            if let Some(g) = self.inner.try_lock() {
-                return g;
-            }
-            tries += 1;
-            if tries < LOCK_SPINS {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
     }
 
     /// One progress pass.
