@@ -1741,16 +1741,13 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     parts.extend(shares[1..].iter().copied().filter(|p| p.2 > p.1));
                 }
                 let split_min = st.cfg.rdma_split_min;
-                let share = if st.cfg.rdma_split_balance {
-                    st.split_share[peer as usize]
-                } else {
-                    SHARE_HALF
-                };
+                // (With balancing off no split is timed, so the share stays
+                // at half.)
                 let at = (split_min > 0
                     && get_end >= split_min.max(128)
                     && st.caps[b].contains(Caps::PUT)
                     && st.rget_out[peer as usize] == 0)
-                    .then(|| split_point(get_end, share))
+                    .then(|| split_point(get_end, st.split_share[peer as usize]))
                     .flatten();
                 let split = at.is_some();
                 if let Some(h) = at {
@@ -3405,7 +3402,9 @@ impl BtlSink for Sink<'_> {
                 };
                 rr.got += bytes;
                 st.counters.bytes_received[rr.peer as usize] += bytes as u64;
-                st.balance_split(tok.req);
+                if rr.balance {
+                    st.balance_split(tok.req);
+                }
                 st.check_recv_done(tok.req);
             }
             TokKind::Put {
