@@ -9,7 +9,9 @@ use oxmpi::{AnyTag, Error, ErrorClass, RawBuffer, SendMode, Status};
 
 use crate::entry;
 use crate::env::put;
-use crate::state::{lock, state, CommObj, PairReq, ReqObj, L, REQUEST_NULL, REQUEST_SENT, SUCCESS};
+use crate::state::{
+    lock, state, CommObj, PairReq, ReqObj, L, REQUEST_NULL, REQUEST_SENT, SUCCESS, USER_BASE,
+};
 use crate::types::count;
 
 /// `MPI_ANY_SOURCE`.
@@ -184,6 +186,10 @@ fn store(r: ReqObj) -> Result<usize, Error> {
 
 /// The communicator handle of a stored request (for its error handler).
 pub fn request_comm(h: usize) -> Option<usize> {
+    if h < USER_BASE {
+        // `MPI_REQUEST_NULL` or `REQUEST_SENT`: no communicator, no lock.
+        return None;
+    }
     let s = crate::state::state_any()?;
     match lock(&s.requests).get(h)? {
         ReqObj::Op(_, c) | ReqObj::Persistent(_, c) => Some(*c),
@@ -478,8 +484,8 @@ const UNDEFINED: c_int = -32766;
 /// Waits for every request of `reqs` (`MPI_Waitall`): the non-blocking
 /// operations together (one lock per pass, [`oxmpi::request::wait_all_each`]),
 /// the others one by one; hands each entry's outcome to `put(index,
-/// outcome)` (in no particular order), handles reset as `MPI_Wait` resets
-/// them.
+/// outcome)` (in no particular order, sometimes under the request table's
+/// lock: `put` must not call MPI), handles reset as `MPI_Wait` resets them.
 ///
 /// # Safety
 /// `reqs` valid for `n` handles.
@@ -489,8 +495,7 @@ unsafe fn wait_all(
     mut put: impl FnMut(usize, Result<Outcome, Error>),
 ) -> Result<(), Error> {
     let s = state()?;
-    let (mut batch, mut batch_at, mut others) =
-        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::new());
+    let (mut batch, mut batch_at, mut others) = (Vec::new(), Vec::new(), Vec::new());
     {
         let mut t = lock(&s.requests);
         for i in 0..n {
@@ -511,8 +516,19 @@ unsafe fn wait_all(
                     )),
                 ),
                 Some(ReqObj::Op(r, _)) => {
+                    if batch.is_empty() {
+                        batch.reserve(n - i);
+                        batch_at.reserve(n - i);
+                    }
                     batch.push(r);
                     batch_at.push(i);
+                    // SAFETY: as above.
+                    unsafe { *p = REQUEST_NULL };
+                }
+                // Complete already (a small `MPI_Isend`'s `REQUEST_SENT`):
+                // its outcome, as `complete` gives it, with no second pass.
+                Some(ReqObj::Done(st, e)) => {
+                    put(i, Ok((st, e)));
                     // SAFETY: as above.
                     unsafe { *p = REQUEST_NULL };
                 }

@@ -111,7 +111,13 @@ impl<T> Table<T> {
         if let Some(i) = Self::index(h) {
             if let Some(slot) = self.slots.get_mut(i) {
                 *slot = Some(v);
-                self.free.retain(|&f| f != i);
+                // `remove` pushed `i` last, unless other handles were
+                // removed since.
+                if self.free.last() == Some(&i) {
+                    self.free.pop();
+                } else {
+                    self.free.retain(|&f| f != i);
+                }
             }
         }
     }
@@ -157,13 +163,9 @@ impl Requests {
         self.table.get(h)
     }
 
-    /// The request of handle `h`, mutably (for [`REQUEST_SENT`], a fresh
-    /// complete request each time).
+    /// The stored request of handle `h`, mutably ([`REQUEST_SENT`] has
+    /// none: it is not there to be changed).
     pub fn get_mut(&mut self, h: usize) -> Option<&mut ReqObj> {
-        if h == REQUEST_SENT {
-            self.sent = Requests::sent();
-            return Some(&mut self.sent);
-        }
         self.table.get_mut(h)
     }
 
@@ -176,11 +178,10 @@ impl Requests {
         self.table.remove(h)
     }
 
-    /// Puts `r` back at handle `h` (after [`Requests::remove`]).
+    /// Puts `r` back at handle `h` (after [`Requests::remove`]; the table
+    /// ignores [`REQUEST_SENT`], which is below every table handle).
     pub fn restore(&mut self, h: usize, r: ReqObj) {
-        if h != REQUEST_SENT {
-            self.table.restore(h, r);
-        }
+        self.table.restore(h, r);
     }
 }
 

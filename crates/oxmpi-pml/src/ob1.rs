@@ -676,6 +676,56 @@ fn copy_nanos(t0: Instant) -> u32 {
     }
 }
 
+/// Completes request `q` unless it is already done: marks it done and
+/// releases what it holds (registrations, its RGET count towards its peer,
+/// its range of the attached buffer). Whether its slot is to be freed now
+/// (the program freed it already, or it is an internal buffered send).
+#[inline(always)]
+fn close_req(
+    q: &mut Req,
+    rcache: &mut Rcache,
+    dereg: &mut Vec<(usize, RegId)>,
+    rget_out: &mut [u32],
+    bsend: &mut Option<Bsend>,
+) -> bool {
+    if q.done {
+        return false;
+    }
+    q.done = true;
+    match &mut q.kind {
+        Kind::Send(s) => {
+            if s.rget_open {
+                s.rget_open = false;
+                let n = &mut rget_out[s.peer as usize];
+                *n = n.saturating_sub(1);
+            }
+            if let Some(x) = s.reg.take() {
+                rcache.release(*x, dereg);
+            }
+            let range = s.bsend.filter(|_| s.internal);
+            if let (Some(range), Some(b)) = (range, bsend.as_mut()) {
+                b.used.retain(|&u| u != range);
+            }
+            q.user_freed || range.is_some()
+        }
+        Kind::Recv(rr) => {
+            release_regs(rr, rcache, dereg);
+            q.user_freed
+        }
+    }
+}
+
+/// Releases the registrations of receive `rr` (tested first: an empty
+/// `drain` is not free, and every eager receive has nothing registered).
+#[inline(always)]
+fn release_regs(rr: &mut RecvReq, rcache: &mut Rcache, dereg: &mut Vec<(usize, RegId)>) {
+    if !rr.regs.is_empty() {
+        for x in rr.regs.drain(..) {
+            rcache.release(x, dereg);
+        }
+    }
+}
+
 /// One entry per BTL a transfer's RDMA uses: inline up to the default
 /// `pml_ob1_max_rdma_per_request` (4), so striping allocates nothing.
 type Stripes<T> = SmallVec<[T; 4]>;
@@ -2398,44 +2448,18 @@ impl State {
     /// goes away now, and an internal (buffered-send) one releases its
     /// space in the attached buffer.
     fn complete(&mut self, r: ReqRef) {
-        let Some(q) = self.reqs.get_mut(r) else {
-            return;
-        };
-        if q.done {
-            return;
-        }
-        q.done = true;
-        let reg = match &mut q.kind {
-            Kind::Send(s) => {
-                if s.rget_open {
-                    s.rget_open = false;
-                    let n = &mut self.rget_out[s.peer as usize];
-                    *n = n.saturating_sub(1);
-                }
-                s.reg.take()
+        let State {
+            reqs,
+            rcache,
+            dereg,
+            rget_out,
+            bsend,
+            ..
+        } = self;
+        if let Some(q) = reqs.get_mut(r) {
+            if close_req(q, rcache, dereg, rget_out, bsend) {
+                reqs.free(r);
             }
-            Kind::Recv(rr) => {
-                for x in rr.regs.drain(..) {
-                    self.rcache.release(x, &mut self.dereg);
-                }
-                None
-            }
-        };
-        let user_freed = q.user_freed;
-        if let Some(x) = reg {
-            self.rcache.release(*x, &mut self.dereg);
-        }
-        let mut bsend = None;
-        if let Kind::Send(s) = &q.kind {
-            if s.internal {
-                bsend = s.bsend;
-            }
-        }
-        if let (Some(range), Some(b)) = (bsend, self.bsend.as_mut()) {
-            b.used.retain(|&u| u != range);
-        }
-        if user_freed || bsend.is_some() {
-            self.reqs.free(r);
         }
     }
 
@@ -2571,47 +2595,50 @@ impl State {
     // instructions per message in `hot_path`, counted with callgrind).
     #[inline(always)]
     fn check_recv_done(&mut self, r: ReqRef) {
+        let State {
+            reqs,
+            actions,
+            rcache,
+            dereg,
+            ..
+        } = self;
         let Some(Req {
             kind: Kind::Recv(rr),
             status,
             done,
             user_freed,
             ..
-        }) = self.reqs.get_mut(r)
+        }) = reqs.get_mut(r)
         else {
             return;
         };
-        if !*done && rr.matched && rr.got >= rr.msg_len {
-            if rr.fin_owed {
-                // Every byte is in (whichever part landed last): the sender
-                // may finish.
-                let (peer, send_req, msg_len) = (rr.peer, rr.send_req, rr.msg_len);
-                self.actions.push_back(Action::Ctl {
-                    peer,
-                    hdr: Hdr::Fin {
-                        req: send_req,
-                        size: msg_len as u64,
-                        status: 0,
-                        nanos: 0,
-                    },
-                });
-            }
-            let cap = rr.buf.len();
-            status.bytes = rr.msg_len.min(cap);
-            if rr.msg_len > cap {
-                status.error = Some(ErrClass::Truncate);
-            }
-            if rr.regs.is_empty() {
-                // Nothing to release (every eager receive): completing is
-                // marking it done, and freeing it if the program already
-                // did, as `complete` would, without a second lookup.
-                *done = true;
-                if *user_freed {
-                    self.reqs.free(r);
-                }
-            } else {
-                self.complete(r);
-            }
+        if *done || !(rr.matched && rr.got >= rr.msg_len) {
+            return;
+        }
+        if rr.fin_owed {
+            // Every byte is in (whichever part landed last): the sender may
+            // finish.
+            actions.push_back(Action::Ctl {
+                peer: rr.peer,
+                hdr: Hdr::Fin {
+                    req: rr.send_req,
+                    size: rr.msg_len as u64,
+                    status: 0,
+                    nanos: 0,
+                },
+            });
+        }
+        let cap = rr.buf.len();
+        status.bytes = rr.msg_len.min(cap);
+        if rr.msg_len > cap {
+            status.error = Some(ErrClass::Truncate);
+        }
+        // Completed as `close_req` completes a receive, through the request
+        // already in hand (no second lookup).
+        *done = true;
+        release_regs(rr, rcache, dereg);
+        if *user_freed {
+            reqs.free(r);
         }
     }
 
