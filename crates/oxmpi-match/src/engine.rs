@@ -464,12 +464,12 @@ impl Context {
     /// each kind; the lowest posting sequence among them is the earliest
     /// overall (UCX compares the exact bucket with the wildcard list the
     /// same way).
-    fn take_posted<R>(
+    fn take_posted<R: Copy>(
         &mut self,
         posted: &mut Slab<PostedNode<R>>,
         source: u32,
         tag: i32,
-    ) -> Option<PostedNode<R>> {
+    ) -> Option<R> {
         let peer = &mut self.peers[source as usize];
         // The exact receives are on the sender's hot list or in the map,
         // never both.
@@ -481,7 +481,7 @@ impl Context {
             // No wildcard receive could be earlier: the hot list's head is
             // the one (or there is none).
             let idx = peer.hot.pop_front(posted, 0)?;
-            return Some(posted.remove(idx));
+            return Some(posted.remove_with(idx, |n| n.recv));
         }
         let peer = &self.peers[source as usize];
         let mut best = if hot {
@@ -517,12 +517,12 @@ impl Context {
             tag
         ));
         self.unlink_posted(posted, best);
-        Some(posted.remove(best))
+        Some(posted.remove_with(best, |n| n.recv))
     }
 
     /// Decides one in-sequence message: match a posted receive or queue it.
     #[allow(clippy::too_many_arguments)]
-    fn deliver<R, M>(
+    fn deliver<R: Copy, M>(
         &mut self,
         store: &mut Store<R, M>,
         events: &mut VecDeque<MatchEvent<R, M>>,
@@ -539,7 +539,7 @@ impl Context {
         };
         if let Some(recv) = self.take_posted(&mut store.posted, source, tag) {
             events.push_back(MatchEvent::Matched(Match {
-                recv: recv.recv,
+                recv,
                 msg,
                 envelope,
                 len,
@@ -564,7 +564,8 @@ impl Context {
 /// for any number of contexts.
 ///
 /// `R` is the PML's receive token (stored per posted receive), `M` the
-/// payload it parks with an unexpected message. Neither is inspected.
+/// payload it parks with an unexpected message. Neither is inspected; `R`
+/// is a small `Copy` token (an index), read out of its node in place.
 pub struct Engine<R, M> {
     contexts: ContextMap<Context>,
     store: Store<R, M>,
@@ -573,7 +574,7 @@ pub struct Engine<R, M> {
     events: VecDeque<MatchEvent<R, M>>,
 }
 
-impl<R, M> Default for Engine<R, M> {
+impl<R: Copy, M> Default for Engine<R, M> {
     fn default() -> Self {
         Self::new()
     }
@@ -590,7 +591,7 @@ impl<R, M> std::fmt::Debug for Engine<R, M> {
     }
 }
 
-impl<R, M> Engine<R, M> {
+impl<R: Copy, M> Engine<R, M> {
     /// An empty engine with no contexts.
     pub fn new() -> Self {
         Self::with_capacity(0, 0)
@@ -861,10 +862,10 @@ impl<R, M> Engine<R, M> {
         if peer.expected_seq != seq || peer.parked.head != NIL {
             return None;
         }
-        let node = ctx.take_posted(&mut self.store.posted, source, tag)?;
+        let recv = ctx.take_posted(&mut self.store.posted, source, tag)?;
         ctx.peers[source as usize].expected_seq = seq.wrapping_add(1);
         Some((
-            node.recv,
+            recv,
             Envelope {
                 context,
                 source,

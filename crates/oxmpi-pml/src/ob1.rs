@@ -104,7 +104,8 @@ impl ReqId {
     }
 
     /// The status of a send that completed inside `isend`.
-    fn inline_status(self) -> Option<Status> {
+    #[inline]
+    pub fn inline_status(self) -> Option<Status> {
         self.completed_inline().then(|| Status {
             bytes: self.0.index as usize,
             tag: self.1,
@@ -509,13 +510,18 @@ impl Reqs {
     }
 
     fn free(&mut self, r: ReqRef) {
-        if let Some(s) = self.slots.get_mut(r.index as usize) {
-            if s.gen == r.generation && s.req.is_some() {
-                s.req = None;
-                s.gen = s.gen.wrapping_add(1).max(1);
-                self.free.push(r.index);
-            }
+        if self.get(r).is_some() {
+            self.free_live(r.index);
         }
+    }
+
+    /// Frees slot `i`, which holds a request (just looked up).
+    #[inline]
+    fn free_live(&mut self, i: u32) {
+        let s = &mut self.slots[i as usize];
+        s.req = None;
+        s.gen = s.gen.wrapping_add(1).max(1);
+        self.free.push(i);
     }
 
     fn get(&self, r: ReqRef) -> Option<&Req> {
@@ -563,11 +569,18 @@ impl Reqs {
     /// Receive `r` met a message with envelope `env` from world rank
     /// `peer`: records the match in its status and state, and returns it.
     fn matched_recv(&mut self, r: ReqRef, env: Envelope, peer: u32) -> Option<&mut RecvReq> {
-        let Some(Req {
+        self.matched(r, env, peer).and_then(Req::recv_mut)
+    }
+
+    /// As [`Reqs::matched_recv`], returning the whole request (a receive).
+    #[inline(always)]
+    fn matched(&mut self, r: ReqRef, env: Envelope, peer: u32) -> Option<&mut Req> {
+        let q = self.get_mut(r)?;
+        let Req {
             kind: Kind::Recv(rr),
             status,
             ..
-        }) = self.get_mut(r)
+        } = q
         else {
             return None;
         };
@@ -576,7 +589,7 @@ impl Reqs {
         rr.matched = true;
         rr.handle = None;
         rr.peer = peer;
-        Some(rr)
+        Some(q)
     }
 }
 
@@ -713,6 +726,27 @@ fn close_req(
             q.user_freed
         }
     }
+}
+
+/// Completes receive `rr`, whose every byte is in, through the request in
+/// hand: its status's count (and a truncation), done, its registrations
+/// released, as `close_req` completes a receive. (The caller frees the
+/// slot if the program already freed the request.)
+#[inline(always)]
+fn recv_complete(
+    rr: &mut RecvReq,
+    status: &mut Status,
+    done: &mut bool,
+    rcache: &mut Rcache,
+    dereg: &mut Vec<(usize, RegId)>,
+) {
+    let cap = rr.buf.len();
+    status.bytes = rr.msg_len.min(cap);
+    if rr.msg_len > cap {
+        status.error = Some(ErrClass::Truncate);
+    }
+    *done = true;
+    release_regs(rr, rcache, dereg);
 }
 
 /// Releases the registrations of receive `rr` (tested first: an empty
@@ -2628,15 +2662,7 @@ impl State {
                 },
             });
         }
-        let cap = rr.buf.len();
-        status.bytes = rr.msg_len.min(cap);
-        if rr.msg_len > cap {
-            status.error = Some(ErrClass::Truncate);
-        }
-        // Completed as `close_req` completes a receive, through the request
-        // already in hand (no second lookup).
-        *done = true;
-        release_regs(rr, rcache, dereg);
+        recv_complete(rr, status, done, rcache, dereg);
         if *user_freed {
             reqs.free(r);
         }
@@ -2934,15 +2960,37 @@ impl State {
 
     /// Receive `r` takes a whole eager message `data` from world rank
     /// `peer`.
+    ///
+    /// Completed here, through the one lookup `matched` made (a receive
+    /// meeting a whole eager message has nothing else to wait for; through
+    /// `check_recv_done` it cost a second lookup).
     fn take_eager(&mut self, r: ReqRef, env: Envelope, peer: u32, data: &[u8]) {
-        let Some(rr) = self.reqs.matched_recv(r, env, peer) else {
+        let State {
+            reqs,
+            rcache,
+            dereg,
+            counters,
+            ..
+        } = self;
+        let Some(Req {
+            kind: Kind::Recv(rr),
+            status,
+            done,
+            user_freed,
+            ..
+        }) = reqs.matched(r, env, peer)
+        else {
             return;
         };
+        debug_assert!(!*done && !rr.fin_owed, "a fresh match");
         rr.buf.unpack(0, data);
         rr.msg_len = data.len();
         rr.got = data.len();
-        self.counters.bytes_received[peer as usize] += data.len() as u64;
-        self.check_recv_done(r);
+        counters.bytes_received[peer as usize] += data.len() as u64;
+        recv_complete(rr, status, done, rcache, dereg);
+        if *user_freed {
+            reqs.free(r);
+        }
     }
 
     /// An arrival whose data is already in its unexpected slot (early
