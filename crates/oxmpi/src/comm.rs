@@ -959,6 +959,7 @@ pub(crate) mod sealed {
 
         /// Posts a receive of `pb` with `tag` from this source (inactive
         /// when `persistent`: `MPI_Recv_init`); the runtime and request.
+        #[inline(always)]
         fn post_recv(
             &self,
             pb: PBuffer,
