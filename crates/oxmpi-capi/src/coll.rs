@@ -4,7 +4,6 @@
 
 use std::ffi::{c_int, c_void};
 
-use oxmpi::request::OwnedRequest;
 use oxmpi::traits::*;
 use oxmpi::{Error, ErrorClass, RawBuffer, SendMode, UserDatatype};
 
@@ -13,7 +12,7 @@ use std::sync::Mutex;
 
 use crate::env::put;
 use crate::p2p::count64;
-use crate::state::{lock, state, CommObj, Table, L};
+use crate::state::{lock, state, CommObj, Table};
 use crate::types::{num_kind, Num};
 
 /// `MPI_IN_PLACE`.
@@ -192,7 +191,7 @@ unsafe fn block(
 }
 
 /// Waits for every request, returning the first error.
-fn wait_all(reqs: Vec<OwnedRequest<'static, RawBuffer, L>>) -> Result<(), Error> {
+fn wait_all(reqs: Vec<crate::state::Op>) -> Result<(), Error> {
     let mut first = None;
     for r in reqs {
         let (_, st) = r.wait_status();

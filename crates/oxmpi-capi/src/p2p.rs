@@ -4,13 +4,12 @@
 
 use std::ffi::{c_int, c_void};
 
-use oxmpi::request::OwnedRequest;
 use oxmpi::{AnyTag, Error, ErrorClass, RawBuffer, SendMode, Status};
 
 use crate::entry;
 use crate::env::put;
 use crate::state::{
-    lock, state, CommObj, PairReq, ReqObj, L, REQUEST_NULL, REQUEST_SENT, SUCCESS, USER_BASE,
+    lock, state, CommObj, Op, PairReq, ReqObj, L, REQUEST_NULL, REQUEST_SENT, SUCCESS, USER_BASE,
 };
 use crate::types::count;
 
@@ -148,7 +147,7 @@ fn start_send(
     dest: c_int,
     tag: c_int,
     mode: SendMode,
-) -> Result<OwnedRequest<'static, RawBuffer, L>, Error> {
+) -> Result<Op, Error> {
     b.send_to(&c.comm.process_at_rank(dest), tag, mode)
 }
 
@@ -165,17 +164,12 @@ fn tag_of(tag: c_int) -> Option<i32> {
 
 /// Posts a receive from `source` (or `MPI_ANY_SOURCE`) with `tag` (or
 /// `MPI_ANY_TAG`).
-fn start_recv(
-    c: &CommObj,
-    b: RawBuffer,
-    source: c_int,
-    tag: c_int,
-) -> Result<OwnedRequest<'static, RawBuffer, L>, Error> {
+fn start_recv(c: &CommObj, b: RawBuffer, source: c_int, tag: c_int) -> Result<Op, Error> {
     b.receive_from(&peer(c, source), tag_of(tag))
 }
 
 /// Waits for `r`; the status, or the error it ended with.
-fn finish(r: OwnedRequest<'static, RawBuffer, L>) -> Outcome {
+fn finish(r: Op) -> Outcome {
     outcome(&r.wait_status().1)
 }
 
@@ -294,7 +288,7 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
             o.1 = status_error(&sst).or(o.1);
             Ok((o, None))
         }
-        ReqObj::Done(st, err) => Ok(((st, err), None)),
+        ReqObj::Done(st, err) => Ok(((st, err.map(|e| *e)), None)),
         ReqObj::Greq(g) => {
             use std::sync::atomic::Ordering;
             while block && !g.complete.load(Ordering::Acquire) {
@@ -528,7 +522,7 @@ unsafe fn wait_all(
                 // Complete already (a small `MPI_Isend`'s `REQUEST_SENT`):
                 // its outcome, as `complete` gives it, with no second pass.
                 Some(ReqObj::Done(st, e)) => {
-                    put(i, Ok((st, e)));
+                    put(i, Ok((st, e.map(|e| *e))));
                     // SAFETY: as above.
                     unsafe { *p = REQUEST_NULL };
                 }
@@ -610,7 +604,7 @@ fn send_init(
     // SAFETY: the caller keeps the buffer valid until the request is freed.
     let b = unsafe { raw(buf, n, dt) }?;
     let p = b.send_init_to(&c.comm.process_at_rank(dest), tag, mode)?;
-    let h = store(ReqObj::Persistent(p, comm))?;
+    let h = store(ReqObj::Persistent(Box::new(p), comm))?;
     // SAFETY: the caller's out-parameter.
     unsafe { put(req, h, "request") }
 }
@@ -953,7 +947,7 @@ unsafe fn imrecv(
     n: impl Into<i64>,
     dt: usize,
     msg: *mut usize,
-) -> Result<OwnedRequest<'static, RawBuffer, L>, Error> {
+) -> Result<Op, Error> {
     state()?;
     // SAFETY: the caller's buffer, valid until the request completes.
     let b = unsafe { raw(buf, n, dt) }?;
@@ -1177,7 +1171,7 @@ entry! {
                 if h == REQUEST_NULL {
                     // Completed and consumed: keep its outcome for the
                     // MPI_Wait or MPI_Test that will free it.
-                    lock(&s.requests).restore(req, ReqObj::Done(st, err));
+                    lock(&s.requests).restore(req, ReqObj::Done(st, err.map(Box::new)));
                 }
             }
         }
@@ -1643,7 +1637,7 @@ unsafe fn recv_init(
     // SAFETY: the caller keeps the buffer valid until the request is freed.
     let b = unsafe { raw(buf, n, dt) }?;
     let p = b.receive_init_from(&peer(&c, source), tag_of(tag))?;
-    let h = store(ReqObj::Persistent(p, comm))?;
+    let h = store(ReqObj::Persistent(Box::new(p), comm))?;
     // SAFETY: the caller's out-parameter.
     unsafe { put(req, h, "request") }
 }

@@ -218,12 +218,19 @@ impl std::ops::Deref for CommRef {
     }
 }
 
+/// A non-blocking operation of the C layer: the Rust API's request, which
+/// holds no buffer for a `RawBuffer` (so a request-table entry is 40 bytes,
+/// not 96).
+pub type Op = OwnedRequest<'static, (), L>;
+
 /// A request of the C layer.
 pub enum ReqObj {
     /// A non-blocking operation.
-    Op(OwnedRequest<'static, RawBuffer, L>, usize),
+    Op(Op, usize),
     /// A persistent request (and its communicator's handle).
-    Persistent(OwnedPersistentRequest<'static, RawBuffer, L>, usize),
+    /// (Boxed: made once and started many times; inline it tripled the
+    /// size of every table entry.)
+    Persistent(Box<OwnedPersistentRequest<'static, RawBuffer, L>>, usize),
     /// `MPI_Isendrecv`: the send and the receive, completed together (the
     /// receive's status).
     /// The last field keeps alive the private copy of the outgoing data of
@@ -233,15 +240,15 @@ pub enum ReqObj {
     Greq(Arc<crate::p2p::Greq>),
     /// A request already complete, with its outcome (`MPI_Buffer_iflush`,
     /// or one whose status `MPI_Request_get_status` took).
-    Done(crate::p2p::CStatus, Option<Error>),
+    Done(crate::p2p::CStatus, Option<Box<Error>>),
 }
 
 /// The two halves of an `MPI_Isendrecv` (boxed: rare, and large).
 pub struct PairReq {
     /// The send.
-    pub send: OwnedRequest<'static, RawBuffer, L>,
+    pub send: Op,
     /// The receive (its status is the request's).
-    pub recv: OwnedRequest<'static, RawBuffer, L>,
+    pub recv: Op,
     /// The communicator's handle.
     pub comm: usize,
     /// The private copy of the outgoing data of `MPI_Isendrecv_replace`
@@ -456,4 +463,18 @@ macro_rules! entry {
 /// An `MPI_ERR_ARG` error for a null pointer argument `what`.
 pub fn null_arg(what: &str) -> Error {
     Error::new(ErrorClass::Arg, format!("{what} is a null pointer"))
+}
+
+#[cfg(test)]
+mod layout {
+    /// Every request-table insert and take moves an entry: keep the common
+    /// one (a non-blocking operation) small.
+    #[test]
+    fn request_entry_is_small() {
+        assert!(
+            std::mem::size_of::<super::ReqObj>() <= 48,
+            "{}",
+            std::mem::size_of::<super::ReqObj>()
+        );
+    }
 }
