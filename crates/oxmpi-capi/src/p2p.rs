@@ -140,7 +140,7 @@ pub fn count64(n: i64) -> Result<usize, Error> {
     usize::try_from(n).map_err(|_| Error::new(ErrorClass::Count, format!("count {n} is negative")))
 }
 
-/// Starts a send; the request owns the buffer description.
+/// Starts a send (the program keeps the buffer valid until it completes).
 fn start_send(
     c: &CommObj,
     b: RawBuffer,
@@ -243,7 +243,6 @@ fn outcome(st: &Status) -> Outcome {
 /// Completes `obj` if it can (`block`: waits until it can). Gives back
 /// the outcome and, for persistent requests, the request to keep; or the
 /// untouched request when it is not complete.
-#[allow(clippy::result_large_err)] // the request handed back, not an error
 fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqObj> {
     match obj {
         ReqObj::Op(r, c) => {

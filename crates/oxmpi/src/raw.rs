@@ -21,7 +21,9 @@ use crate::universe::Universe;
 
 /// `count` elements of a datatype at an address (`buf, count, datatype` of
 /// a C call). It has no lifetime: the creator promises the memory stays
-/// valid, so it can be moved into requests that outlive the call.
+/// valid until every operation on it completes, so a request started from
+/// one outlives the call without holding it (a persistent request keeps it,
+/// to start again).
 ///
 /// ```
 /// use oxmpi::{RawBuffer, UserDatatype};

@@ -55,6 +55,9 @@ thread_local! {
     static SPARE: Cell<Vec<Entry<Slot>>> = const { Cell::new(Vec::new()) };
 }
 
+/// The largest spare a thread keeps, in entries (16 bytes each).
+const SPARE_MAX: usize = 4096;
+
 /// A scope's requests: a slab whose free entries form a list through
 /// the vector, so entering and leaving cost one borrow and no search.
 struct Slots<T> {
@@ -183,7 +186,8 @@ pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
     let s = Scope {
         rt: Cell::new(None),
         slots: RefCell::new(Slots {
-            entries: SPARE.with(Cell::take),
+            // (Not during the thread's teardown, when the spare is gone.)
+            entries: SPARE.try_with(Cell::take).unwrap_or_default(),
             free: 0,
         }),
         _inv: PhantomData,
@@ -203,8 +207,11 @@ pub fn scope<'a, R>(f: impl FnOnce(&Scope<'a>) -> R) -> R {
                 }
             }
             slots.entries.clear();
-            // Not during the thread's teardown, when the spare is gone.
-            let _ = SPARE.try_with(|c| c.set(slots.entries));
+            // A scope of a few thousand requests at most leaves its vector
+            // for the next (a huge one is not kept for the thread's life).
+            if slots.entries.capacity() <= SPARE_MAX {
+                let _ = SPARE.try_with(|c| c.set(slots.entries));
+            }
         }
     }
     let g = Guard(&s);
