@@ -728,18 +728,22 @@ fn close_req(
     }
 }
 
-/// Completes receive `rr`, whose every byte is in, through the request in
+/// Completes receive `q`, whose every byte is in, through the request in
 /// hand: its status's count (and a truncation), done, its registrations
-/// released, as `close_req` completes a receive. (The caller frees the
-/// slot if the program already freed the request.)
+/// released, as `close_req` completes a receive. Whether to free its slot
+/// (the program already freed the request).
 #[inline(always)]
-fn recv_complete(
-    rr: &mut RecvReq,
-    status: &mut Status,
-    done: &mut bool,
-    rcache: &mut Rcache,
-    dereg: &mut Vec<(usize, RegId)>,
-) {
+fn recv_complete(q: &mut Req, rcache: &mut Rcache, dereg: &mut Vec<(usize, RegId)>) -> bool {
+    let Req {
+        kind: Kind::Recv(rr),
+        status,
+        done,
+        user_freed,
+        ..
+    } = q
+    else {
+        return false;
+    };
     let cap = rr.buf.len();
     status.bytes = rr.msg_len.min(cap);
     if rr.msg_len > cap {
@@ -747,6 +751,7 @@ fn recv_complete(
     }
     *done = true;
     release_regs(rr, rcache, dereg);
+    *user_freed
 }
 
 /// Releases the registrations of receive `rr` (tested first: an empty
@@ -2636,17 +2641,13 @@ impl State {
             dereg,
             ..
         } = self;
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            status,
-            done,
-            user_freed,
-            ..
-        }) = reqs.get_mut(r)
-        else {
+        let Some(q) = reqs.get_mut(r) else {
             return;
         };
-        if *done || !(rr.matched && rr.got >= rr.msg_len) {
+        let Kind::Recv(rr) = &q.kind else {
+            return;
+        };
+        if q.done || !(rr.matched && rr.got >= rr.msg_len) {
             return;
         }
         if rr.fin_owed {
@@ -2662,8 +2663,7 @@ impl State {
                 },
             });
         }
-        recv_complete(rr, status, done, rcache, dereg);
-        if *user_freed {
+        if recv_complete(q, rcache, dereg) {
             reqs.free(r);
         }
     }
@@ -2972,23 +2972,18 @@ impl State {
             counters,
             ..
         } = self;
-        let Some(Req {
-            kind: Kind::Recv(rr),
-            status,
-            done,
-            user_freed,
-            ..
-        }) = reqs.matched(r, env, peer)
-        else {
+        let Some(q) = reqs.matched(r, env, peer) else {
             return;
         };
-        debug_assert!(!*done && !rr.fin_owed, "a fresh match");
+        let Kind::Recv(rr) = &mut q.kind else {
+            return;
+        };
+        debug_assert!(!q.done && !rr.fin_owed, "a fresh match");
         rr.buf.unpack(0, data);
         rr.msg_len = data.len();
         rr.got = data.len();
         counters.bytes_received[peer as usize] += data.len() as u64;
-        recv_complete(rr, status, done, rcache, dereg);
-        if *user_freed {
+        if recv_complete(q, rcache, dereg) {
             reqs.free(r);
         }
     }
