@@ -190,15 +190,15 @@ unsafe fn block(
     unsafe { RawBuffer::new(p, n, dt) }
 }
 
-/// Waits for every request, returning the first error.
+/// Waits for every request (together: one lock per pass), returning the
+/// first error.
 fn wait_all(reqs: Vec<crate::state::Op>) -> Result<(), Error> {
     let mut first = None;
-    for r in reqs {
-        let (_, st) = r.wait_status();
+    oxmpi::request::wait_all_each(reqs, |_, (), st| {
         if let (None, Some(class)) = (&first, st.error()) {
             first = Some(Error::new(class, "a collective transfer failed"));
         }
-    }
+    });
     first.map_or(Ok(()), Err)
 }
 

@@ -663,7 +663,7 @@ impl<R: Copy, M> Engine<R, M> {
         order.sort_unstable();
         let posted = order
             .drain(..)
-            .map(|(_, idx)| store.posted.remove(idx).recv)
+            .map(|(_, idx)| store.posted.remove_with(idx, |n| n.recv))
             .collect();
 
         // Every unexpected message is on exactly one exact bucket.
@@ -984,7 +984,7 @@ impl<R: Copy, M> Engine<R, M> {
             .get_checked(handle.index, handle.generation)?;
         let ctx = self.contexts.get_mut(&node.context)?;
         ctx.unlink_posted(&mut self.store.posted, handle.index);
-        Some(self.store.posted.remove(handle.index).recv)
+        Some(self.store.posted.remove_with(handle.index, |n| n.recv))
     }
 
     /// Unexpected and parked accounting for one sender on one context.

@@ -82,15 +82,11 @@ impl<T> Slab<T> {
                 next_free: self.free_head,
             },
         );
-        match old {
-            State::Occupied(v) => {
-                entry.generation = entry.generation.wrapping_add(1);
-                self.free_head = idx;
-                self.len -= 1;
-                v
-            }
-            State::Vacant { .. } => unreachable!("removing a vacant slab slot"),
-        }
+        let State::Occupied(v) = old else {
+            unreachable!("removing a vacant slab slot")
+        };
+        self.vacated(idx);
+        v
     }
 
     /// Removes the value at `idx` (which must be occupied) as
@@ -109,10 +105,19 @@ impl<T> Slab<T> {
         entry.state = State::Vacant {
             next_free: self.free_head,
         };
+        self.vacated(idx);
+        out
+    }
+
+    /// The bookkeeping of a removal, once slot `idx` holds `Vacant` with
+    /// the old free head: a new generation, and the slot heads the free
+    /// list.
+    #[inline(always)]
+    fn vacated(&mut self, idx: u32) {
+        let entry = &mut self.entries[idx as usize];
         entry.generation = entry.generation.wrapping_add(1);
         self.free_head = idx;
         self.len -= 1;
-        out
     }
 
     /// Shared access to an occupied slot (internal invariant: it is occupied).

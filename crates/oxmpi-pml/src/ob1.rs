@@ -105,7 +105,7 @@ impl ReqId {
 
     /// The status of a send that completed inside `isend`.
     #[inline]
-    pub fn inline_status(self) -> Option<Status> {
+    pub(crate) fn inline_status(self) -> Option<Status> {
         self.completed_inline().then(|| Status {
             bytes: self.0.index as usize,
             tag: self.1,
@@ -752,6 +752,20 @@ fn recv_complete(q: &mut Req, rcache: &mut Rcache, dereg: &mut Vec<(usize, RegId
     *done = true;
     release_regs(rr, rcache, dereg);
     *user_freed
+}
+
+/// Once both copies of split transfer `rr` are timed (whichever was timed
+/// last calls this), moves its peer's share in `split_share` towards the
+/// one that balances them, once.
+fn balance_split(rr: &mut RecvReq, split_share: &mut [u16], counters: &mut Counters) {
+    if !rr.balance || rr.get_ns == 0 || rr.put_ns == 0 {
+        return;
+    }
+    rr.balance = false;
+    let share = &mut split_share[rr.peer as usize];
+    let put_bytes = rr.msg_len.saturating_sub(rr.split);
+    *share = next_share(*share, rr.split, rr.get_ns, put_bytes, rr.put_ns);
+    counters.rdma_split_balanced += 1;
 }
 
 /// Releases the registrations of receive `rr` (tested first: an empty
@@ -2146,6 +2160,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
             // Tested again while inactive, it gives the empty status.
             q.status = Status::empty();
         } else {
+            // (`free`, looking the slot up again, not `free_live`: with
+            // `free_live` here `test` stopped being inlined into the API's
+            // waits, 53 more instructions per message in `api_hot_path`.)
             self.st.reqs.free(r);
         }
     }
@@ -2497,7 +2514,7 @@ impl State {
         } = self;
         if let Some(q) = reqs.get_mut(r) {
             if close_req(q, rcache, dereg, rget_out, bsend) {
-                reqs.free(r);
+                reqs.free_live(r.index);
             }
         }
     }
@@ -2513,23 +2530,6 @@ impl State {
             }
         }
         self.complete(r);
-    }
-
-    /// Once both copies of a split transfer are timed, moves the peer's
-    /// share towards the one that balances them.
-    fn balance_split(&mut self, r: ReqRef) {
-        let Some(rr) = self.reqs.recv_mut(r) else {
-            return;
-        };
-        if !rr.balance || rr.get_ns == 0 || rr.put_ns == 0 {
-            return;
-        }
-        rr.balance = false;
-        let put_bytes = rr.msg_len.saturating_sub(rr.split);
-        let (peer, get_bytes, g, p) = (rr.peer as usize, rr.split, rr.get_ns, rr.put_ns);
-        let share = &mut self.split_share[peer];
-        *share = next_share(*share, get_bytes, g, put_bytes, p);
-        self.counters.rdma_split_balanced += 1;
     }
 
     /// A put of ours failed: fail the send, and tell the receiver, which
@@ -2630,9 +2630,6 @@ impl State {
         }
     }
 
-    // Inlined: every eager arrival ends here (out of line it cost 24
-    // instructions per message in `hot_path`, counted with callgrind).
-    #[inline(always)]
     fn check_recv_done(&mut self, r: ReqRef) {
         let State {
             reqs,
@@ -2664,7 +2661,7 @@ impl State {
             });
         }
         if recv_complete(q, rcache, dereg) {
-            reqs.free(r);
+            reqs.free_live(r.index);
         }
     }
 
@@ -2984,7 +2981,7 @@ impl State {
         rr.got = data.len();
         counters.bytes_received[peer as usize] += data.len() as u64;
         if recv_complete(q, rcache, dereg) {
-            reqs.free(r);
+            reqs.free_live(r.index);
         }
     }
 
@@ -3342,10 +3339,10 @@ impl BtlSink for Sink<'_> {
                     rr.got += size as usize;
                     let peer = rr.peer as usize;
                     st.counters.bytes_received[peer] += size;
-                    if rr.balance && nanos > 0 {
+                    if nanos > 0 {
                         rr.put_ns = nanos;
-                        st.balance_split(req);
                     }
+                    balance_split(rr, &mut st.split_share, &mut st.counters);
                     st.check_recv_done(req);
                 }
                 _ => st.counters.bad_fragments += 1,
@@ -3472,9 +3469,7 @@ impl BtlSink for Sink<'_> {
                 };
                 rr.got += bytes;
                 st.counters.bytes_received[rr.peer as usize] += bytes as u64;
-                if rr.balance {
-                    st.balance_split(tok.req);
-                }
+                balance_split(rr, &mut st.split_share, &mut st.counters);
                 st.check_recv_done(tok.req);
             }
             TokKind::Put {
