@@ -19,6 +19,51 @@ pub struct MemRegion {
     len: usize,
 }
 
+/// Copies of at least this many bytes are checked for a short distance
+/// (below it glibc's `memcpy` uses vector loops, which do not mind).
+const SHORT_DISTANCE_MIN: usize = 2048;
+/// Pieces a short-distance copy is cut into: each below glibc's `rep movsb`
+/// threshold on this machine (between 2 and 4 KiB).
+const SHORT_DISTANCE_PIECE: usize = 2048;
+
+/// Whether a copy of `len` bytes from `src` to `dst` (addresses) is one
+/// that `rep movsb` runs at a fraction of its speed: the destination a few
+/// bytes past the source modulo 4 KiB. Measured here (AMD EPYC, Zen 4,
+/// glibc 2.36, a 64 KiB copy): 3.5 GB/s at distances 4 to 12, 25 to
+/// 43 GB/s at 16 to 32 (by the source's alignment), 52-58 GB/s at the
+/// others; the same copy cut into 2 KiB pieces (vector loops) runs at
+/// 46-54 GB/s at every distance.
+/// Such distances are common: a `Vec` of 128 KiB or more starts 16 bytes
+/// into its page, and a message's data follows its headers.
+#[inline]
+fn short_distance(dst: usize, src: usize, len: usize) -> bool {
+    len >= SHORT_DISTANCE_MIN
+        && matches!(dst.wrapping_sub(src) % 4096, 1..=39)
+        && (dst >= src.wrapping_add(len) || src >= dst.wrapping_add(len))
+}
+
+/// `dst.copy_from_slice(src)`, cut into 2 KiB pieces when the distance
+/// between the two would make one `rep movsb` slow: a copy of 2 KiB or
+/// more whose destination lies 1 to 39 bytes past its source modulo 4 KiB
+/// (3.5 GB/s against 53-58 GB/s on this machine; the pieces, copied with
+/// vector loops, run at 46-54 GB/s at every distance).
+///
+/// # Panics
+/// When the lengths differ, as `copy_from_slice` does.
+pub fn copy_bytes(dst: &mut [u8], src: &[u8]) {
+    if short_distance(dst.as_ptr() as usize, src.as_ptr() as usize, src.len()) {
+        assert_eq!(dst.len(), src.len(), "copy_bytes: lengths differ");
+        for (d, s) in dst
+            .chunks_mut(SHORT_DISTANCE_PIECE)
+            .zip(src.chunks(SHORT_DISTANCE_PIECE))
+        {
+            d.copy_from_slice(s);
+        }
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 impl fmt::Debug for MemRegion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "MemRegion({:#x}+{})", self.addr, self.len)
@@ -206,8 +251,13 @@ impl MemRegion {
     pub fn write(&self, offset: usize, src: &[u8]) {
         let end = offset.checked_add(src.len()).expect("offset overflow");
         assert!(end <= self.len, "write past the end of {self:?}");
-        if src.is_empty() {
-            return;
+        // One comparison on the small-message path for both the empty and
+        // the long copy (0 wraps to the largest length).
+        if src.len().wrapping_sub(1) >= SHORT_DISTANCE_MIN - 1 {
+            if src.is_empty() {
+                return;
+            }
+            return self.write_long(offset, src);
         }
         // SAFETY: in bounds (checked above); the creator promised the memory
         // is allocated, writable and not accessed by anyone else while a
@@ -217,11 +267,37 @@ impl MemRegion {
             std::ptr::copy(src.as_ptr(), (self.addr + offset) as *mut u8, src.len());
         }
     }
+
+    /// [`write`](Self::write) of at least `SHORT_DISTANCE_MIN` bytes, in
+    /// bounds (checked by the caller): in pieces when the distance is short.
+    #[inline(never)]
+    fn write_long(&self, offset: usize, src: &[u8]) {
+        let dst = self.addr + offset;
+        if short_distance(dst, src.as_ptr() as usize, src.len()) {
+            for (i, s) in src.chunks(SHORT_DISTANCE_PIECE).enumerate() {
+                // SAFETY: piece `i` lies inside `dst..dst + src.len()`, in
+                // bounds (checked by `write`); the creator promised the
+                // memory is allocated, writable and not accessed by anyone
+                // else while a writing operation is in flight; the two
+                // ranges are disjoint (`short_distance` checked it).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        s.as_ptr(),
+                        (dst + i * SHORT_DISTANCE_PIECE) as *mut u8,
+                        s.len(),
+                    );
+                }
+            }
+        } else {
+            // SAFETY: as in `write`; `copy` tolerates overlap.
+            unsafe { std::ptr::copy(src.as_ptr(), dst as *mut u8, src.len()) }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::MemRegion;
+    use super::{copy_bytes, short_distance, MemRegion};
 
     fn region(v: &mut [u8]) -> MemRegion {
         // SAFETY: each test keeps `v` alive and untouched while it uses the
@@ -277,5 +353,52 @@ mod tests {
         assert!(v.iter().all(|&b| b == 7));
         // Empty is fine.
         assert!(r.gather(0, 8, 8, 0, &mut []));
+    }
+
+    #[test]
+    fn copies_at_every_distance_are_exact() {
+        let len = 5000;
+        let src: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let mut pieces = 0;
+        for t in 0..64usize {
+            // A destination `t` bytes past the source modulo 4 KiB.
+            let mut dst = vec![0u8; len + 8192];
+            let at = (src.as_ptr() as usize + t).wrapping_sub(dst.as_ptr() as usize) % 4096;
+            assert_eq!(
+                (dst[at..].as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 4096,
+                t
+            );
+            pieces += usize::from(short_distance(
+                dst[at..].as_ptr() as usize,
+                src.as_ptr() as usize,
+                len,
+            ));
+            copy_bytes(&mut dst[at..at + len], &src);
+            assert_eq!(&dst[at..at + len], &src[..], "copy_bytes at distance {t}");
+            assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0));
+            dst.fill(0);
+            region(&mut dst).write(at, &src);
+            assert_eq!(&dst[at..at + len], &src[..], "write at distance {t}");
+            assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0));
+        }
+        assert_eq!(pieces, 39, "distances 1 to 39 are cut into pieces");
+    }
+
+    #[test]
+    fn overlapping_ranges_are_never_cut() {
+        // A rank sending to itself from and into one buffer: overlapping
+        // ranges stay with memmove, whatever their distance.
+        let src = 0x10_0000usize;
+        for d in [1usize, 8, 12, 39] {
+            assert!(!short_distance(src + d, src, 5000), "overlap at {d}");
+            assert!(
+                short_distance(src + 4096 * 2 + d, src, 5000),
+                "disjoint at {d}"
+            );
+        }
+        // Short copies and other distances are left whole.
+        assert!(!short_distance(src + 4096 * 2 + 8, src, 2047));
+        assert!(!short_distance(src + 4096 * 2 + 40, src, 5000));
+        assert!(!short_distance(src + 4096 * 2, src, 5000));
     }
 }

@@ -62,7 +62,7 @@ impl Buffer {
                 let src = r.read();
                 let end = (offset + out.len()).min(src.len());
                 let n = end.saturating_sub(offset);
-                out[..n].copy_from_slice(&src[offset..offset + n]);
+                oxmpi_btl::mem::copy_bytes(&mut out[..n], &src[offset..offset + n]);
                 n
             }
             Buffer::Typed(r, l) => l.pack(r, offset, out),

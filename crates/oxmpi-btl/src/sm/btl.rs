@@ -88,7 +88,7 @@ use crate::btl::{
     Registration, RemoteKey, SendOutcome, Token,
 };
 use crate::cma::{self, CmaError, CmaPeer, ProbeWord};
-use crate::mem::MemRegion;
+use crate::mem::{copy_bytes, MemRegion};
 
 /// Default limits of the sm BTL. `max_send_size` and `max_sendi_size` are
 /// clamped at construction to what one ring record carries
@@ -1177,7 +1177,7 @@ impl SmBtl {
                     };
                     let p = r.payload_mut();
                     p[..8].copy_from_slice(&req.to_le_bytes());
-                    p[8..].copy_from_slice(&region.read()[*sent..*sent + n]);
+                    copy_bytes(&mut p[8..], &region.read()[*sent..*sent + n]);
                     r.commit_control(C_GET_DATA);
                     *sent += n;
                     *started = true;
@@ -1214,7 +1214,7 @@ impl SmBtl {
                     };
                     let p = r.payload_mut();
                     p[..8].copy_from_slice(&req.to_le_bytes());
-                    p[8..].copy_from_slice(&op.local.read()[op.done..op.done + n]);
+                    copy_bytes(&mut p[8..], &op.local.read()[op.done..op.done + n]);
                     r.commit_control(C_PUT_DATA);
                     op.done += n;
                 }
@@ -1607,7 +1607,7 @@ impl Btl for SmBtl {
                 let (head, tail) = p.split_at_mut(desc.buf.len());
                 head.copy_from_slice(&desc.buf);
                 if let Some(region) = desc.inplace {
-                    tail.copy_from_slice(region.read());
+                    copy_bytes(tail, region.read());
                 }
                 r.commit(tag.0);
                 self.recycle(desc.buf);

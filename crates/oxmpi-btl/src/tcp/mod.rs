@@ -138,6 +138,31 @@ const MAX_PENDING_HELLOS: usize = 64;
 const READ_BUDGET: usize = 4 << 20;
 /// Slices gathered into one sendmsg.
 const MAX_IOV: usize = 64;
+/// In-place data of at least this many bytes is padded on the wire to its
+/// own alignment (see the `wire` module doc): below it the copies are
+/// short and padding is not worth its bytes.
+const PAD_MIN: usize = 4096;
+/// What padding is made of.
+static PAD: [u8; 64] = [0; 64];
+
+/// The padding of a frame whose payload is `before` bytes of header then
+/// `data` (see the `wire` module doc): `(lead, trail)` places the data at
+/// its own address modulo 64 (counting from a frame that starts on a
+/// multiple of 64 in the stream) and ends the frame on a multiple of 64.
+fn pads(before: usize, data: &MemRegion) -> (usize, usize) {
+    if data.len() < PAD_MIN {
+        return (0, 0);
+    }
+    let lead = data.addr().wrapping_sub(FRAME_HDR_LEN + before) % 64;
+    let end = FRAME_HDR_LEN + lead + before + data.len();
+    (lead, (64 - end % 64) % 64)
+}
+
+/// The offset in `rbuf` of its first byte aligned to 64: where a frame
+/// that starts on a multiple of 64 in the stream is read to.
+fn home_of(rbuf: &[u8]) -> usize {
+    ((64 - rbuf.as_ptr() as usize % 64) % 64).min(rbuf.len())
+}
 /// Capacity of small pooled buffers.
 const SMALL_BUF: usize = 4096;
 /// Pooled buffers kept, per class.
@@ -346,8 +371,14 @@ struct OutFrag {
 }
 
 impl OutFrag {
+    /// Padding bytes before and after the payload (from the header).
+    fn pad_lens(&self) -> (usize, usize) {
+        (usize::from(self.hdr[6]), usize::from(self.hdr[7]))
+    }
+
     fn total(&self) -> usize {
-        FRAME_HDR_LEN + self.buf.len() + self.inplace.map_or(0, |r| r.len())
+        let (lead, trail) = self.pad_lens();
+        FRAME_HDR_LEN + lead + self.buf.len() + self.inplace.map_or(0, |r| r.len()) + trail
     }
 
     /// What it holds of memory, for the queue bound.
@@ -355,12 +386,16 @@ impl OutFrag {
         FRAME_HDR_LEN + self.buf.capacity() + self.inplace.map_or(0, |r| r.len())
     }
 
-    /// Appends the unsent parts to `iov`; returns how many slices it used.
+    /// Appends the unsent parts to `iov`; returns how many slices it used
+    /// (at most 5).
     fn slices<'a>(&'a self, iov: &mut [IoSlice<'a>]) -> usize {
-        let parts: [&'a [u8]; 3] = [
+        let (lead, trail) = self.pad_lens();
+        let parts: [&'a [u8]; 5] = [
             &self.hdr,
+            &PAD[..lead],
             &self.buf,
             self.inplace.as_ref().map_or(&[][..], |r| r.read()),
+            &PAD[..trail],
         ];
         let mut skip = self.sent;
         let mut k = 0;
@@ -519,8 +554,13 @@ struct Conn {
     hs_in_got: usize,
     deadline: Option<Instant>,
     rbuf: Vec<u8>,
+    /// Where in `rbuf` a frame starting on a multiple of 64 in the stream
+    /// goes (its first 64-byte aligned byte).
+    home: usize,
     rstart: usize,
     rend: usize,
+    /// Padding bytes still to skip (after a put's data).
+    discard: usize,
     /// A put whose data is being received straight into its target.
     landing: Option<Landing>,
 }
@@ -538,6 +578,8 @@ struct Landing {
     got: usize,
     total: usize,
     seq: u32,
+    /// Padding after the data, skipped once it has all landed.
+    trail: usize,
 }
 
 /// A registration of ours that peers may put into.
@@ -591,8 +633,10 @@ impl Conn {
             hs_in_got: 0,
             deadline: None,
             rbuf: Vec::new(),
+            home: 0,
             rstart: 0,
             rend: 0,
+            discard: 0,
             landing: None,
         }
     }
@@ -972,7 +1016,10 @@ impl TcpBtl {
             Phase::Connecting | Phase::AwaitAck => self.connecting += 1,
             Phase::Established => {
                 let want = (4 * (self.frame_max + FRAME_HDR_LEN)).clamp(256 << 10, 4 << 20);
-                c.rbuf = vec![0; want.max(2 * (self.frame_max + FRAME_HDR_LEN))];
+                // 64 bytes more, so that the room from `home` on is as asked.
+                c.rbuf = vec![0; want.max(2 * (self.frame_max + FRAME_HDR_LEN)) + 64];
+                c.home = home_of(&c.rbuf);
+                (c.rstart, c.rend) = (c.home, c.home);
             }
         }
         c.phase = phase;
@@ -1484,8 +1531,14 @@ impl TcpBtl {
     ) -> Result<SendOutcome, (Descriptor, BtlError)> {
         let ep = desc.ep;
         let len = desc.len();
+        let (lead, trail) = match (&desc.inplace, hdr[5]) {
+            (Some(r), wire::KIND_DATA | wire::KIND_PUT) => pads(desc.buf.len(), r),
+            _ => (0, 0),
+        };
+        let hdr = wire::with_pads(hdr, lead, trail);
         let inplace = desc.inplace.as_ref().map_or(&[][..], |r| r.read());
-        let written = match self.write_now(ep, &[&hdr, &desc.buf, inplace]) {
+        let parts = [&hdr[..], &PAD[..lead], &desc.buf, inplace, &PAD[..trail]];
+        let written = match self.write_now(ep, &parts) {
             Ok(w) => w,
             Err(why) => {
                 let r = self.peers[ep.0 as usize].rank;
@@ -1494,7 +1547,7 @@ impl TcpBtl {
                 return Err((desc, e));
             }
         };
-        let frame_len = FRAME_HDR_LEN + len;
+        let frame_len = FRAME_HDR_LEN + lead + len + trail;
         if written == Some(frame_len) {
             self.books.stats.frags_sent += 1;
             self.books.pool.put(desc.buf);
@@ -1582,7 +1635,7 @@ fn write_queue(fd: &OwnedFd, p: &mut Peer, books: &mut Books) -> Result<bool, Er
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
             let mut k = 0;
             for f in p.queue.iter() {
-                if k + 3 > MAX_IOV {
+                if k + 5 > MAX_IOV {
                     break;
                 }
                 k += f.slices(&mut iov[k..]);
@@ -1659,6 +1712,28 @@ fn put_target(regs: &SharedRegs, h: &PutHdr, len: usize) -> Option<MemRegion> {
     r.region.slice(usize::try_from(h.offset).ok()?, len)
 }
 
+/// Starts an empty `c.rbuf` over where the next frame (past the padding
+/// still to skip) lands at `home`'s alignment: the next frame starts on a
+/// multiple of 64 in the stream when the last one was padded.
+fn rewind(c: &mut Conn) {
+    if c.rstart == c.rend {
+        let at = c.home + (64 - c.discard % 64) % 64;
+        c.rstart = at;
+        c.rend = at;
+    }
+}
+
+/// Moves the unread bytes of `c.rbuf` to its front, keeping their address
+/// modulo 64 (so padded payloads stay aligned as they were sent).
+fn compact(c: &mut Conn) {
+    let to = c.home + c.rstart.wrapping_sub(c.home) % 64;
+    if to < c.rstart {
+        c.rbuf.copy_within(c.rstart..c.rend, to);
+        c.rend -= c.rstart - to;
+        c.rstart = to;
+    }
+}
+
 /// Reads and delivers fragments until the socket is empty or the budget is
 /// spent. Put data is received straight into its registered target (what
 /// arrived with the header is copied; the rest lands with no copy), and
@@ -1709,7 +1784,9 @@ fn read_frames(
             l.got += n;
             if l.got == l.total {
                 out.acks_out.push((l.seq, u32::from(l.target.is_none())));
+                c.discard = l.trail;
                 c.landing = None;
+                rewind(c);
                 *delivered += 1;
             }
             budget = budget.saturating_sub(n);
@@ -1721,15 +1798,14 @@ fn read_frames(
         // Room to read: move a partial frame to the front when the tail
         // gets short.
         let cap = c.rbuf.len();
-        if c.rstart > 0 && cap - c.rend < cap / 4 {
-            c.rbuf.copy_within(c.rstart..c.rend, 0);
-            c.rend -= c.rstart;
-            c.rstart = 0;
+        if c.rstart > c.home + 64 && cap - c.rend < cap / 4 {
+            compact(c);
         }
         if c.rend == c.rbuf.len() {
             // Cannot happen (a full buffer holds a complete frame, delivered
             // below), but an empty read would look like EOF.
             c.rbuf.resize(c.rbuf.len() * 2 + FRAME_HDR_LEN, 0);
+            c.home = home_of(&c.rbuf);
         }
         let asked = c.rbuf.len() - c.rend;
         let r = rnet::recv(&c.fd, &mut c.rbuf[c.rend..], RecvFlags::empty());
@@ -1742,33 +1818,53 @@ fn read_frames(
         stats.bytes_received += n as u64;
         // Deliver every complete frame.
         loop {
+            if c.discard > 0 {
+                let d = c.discard.min(c.rend - c.rstart);
+                c.rstart += d;
+                c.discard -= d;
+                if c.discard > 0 {
+                    break;
+                }
+            }
             let avail = c.rend - c.rstart;
             if avail < FRAME_HDR_LEN {
                 break;
             }
-            let (len, tag, kind) = match wire::parse_frame(&c.rbuf[c.rstart..c.rend], frame_max) {
+            let wire::Frame {
+                len,
+                tag,
+                kind,
+                lead,
+                trail,
+            } = match wire::parse_frame(&c.rbuf[c.rstart..c.rend], frame_max) {
                 Ok(h) => h,
                 Err(e) => return ReadEnd::Failed(format!("protocol error: {e}")),
             };
-            // A put needs only its header here: its data lands in place.
-            let need = FRAME_HDR_LEN
+            // A put needs only its header here: its data lands in place
+            // (and its trailing padding is skipped after it).
+            let start = FRAME_HDR_LEN + lead;
+            let need = start
                 + if kind == wire::KIND_PUT {
                     PUT_HDR_LEN
                 } else {
-                    len
+                    len + trail
                 };
             if avail < need {
                 if c.rstart + need > c.rbuf.len() {
-                    c.rbuf.copy_within(c.rstart..c.rend, 0);
-                    c.rend -= c.rstart;
-                    c.rstart = 0;
-                    if need > c.rbuf.len() {
-                        c.rbuf.resize(need, 0);
+                    compact(c);
+                    if c.rstart + need > c.rbuf.len() {
+                        c.rbuf.resize(c.rstart + need, 0);
+                        c.home = home_of(&c.rbuf);
                     }
                 }
                 break;
             }
-            let body = c.rstart + FRAME_HDR_LEN..c.rstart + need;
+            let body_len = if kind == wire::KIND_PUT {
+                PUT_HDR_LEN
+            } else {
+                len
+            };
+            let body = c.rstart + start..c.rstart + start + body_len;
             match kind {
                 wire::KIND_PUT => {
                     let Some(h) = PutHdr::decode(&c.rbuf[body]) else {
@@ -1785,6 +1881,7 @@ fn read_frames(
                     if have == total {
                         out.acks_out.push((h.seq, u32::from(target.is_none())));
                         *delivered += 1;
+                        c.discard = trail;
                     } else {
                         // Everything buffered was consumed: the rest is
                         // read straight into the target.
@@ -1795,6 +1892,7 @@ fn read_frames(
                             got: have,
                             total,
                             seq: h.seq,
+                            trail,
                         });
                         break;
                     }
@@ -1814,10 +1912,7 @@ fn read_frames(
                 }
             }
         }
-        if c.rstart == c.rend {
-            c.rstart = 0;
-            c.rend = 0;
-        }
+        rewind(c);
         if n < asked && c.landing.is_none() {
             // A short read emptied the socket: skip the read that would only
             // say EAGAIN (a system call per message). Data arriving later
