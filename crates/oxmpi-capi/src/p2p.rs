@@ -2,6 +2,7 @@
 //! [`RawBuffer`] for `buf, count, datatype`, the API's processes, tags and
 //! requests).
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 
 use oxmpi::{AnyTag, Error, ErrorClass, RawBuffer, SendMode, Status};
@@ -474,6 +475,11 @@ unsafe fn put_some(
 /// `MPI_UNDEFINED`.
 const UNDEFINED: c_int = -32766;
 
+thread_local! {
+    /// `wait_all`'s batch of operations and their indices, kept between calls.
+    static WAIT_SCRATCH: Cell<(Vec<Op>, Vec<usize>)> = const { Cell::new((Vec::new(), Vec::new())) };
+}
+
 /// Waits for every request of `reqs` (`MPI_Waitall`): the non-blocking
 /// operations together (one lock per pass, [`oxmpi::request::wait_all_each`]),
 /// the others one by one; hands each entry's outcome to `put(index,
@@ -488,7 +494,11 @@ unsafe fn wait_all(
     mut put: impl FnMut(usize, Result<Outcome, Error>),
 ) -> Result<(), Error> {
     let s = state()?;
-    let (mut batch, mut batch_at, mut others) = (Vec::new(), Vec::new(), Vec::new());
+    // The thread's vectors of its last wait, taken (not borrowed: a wait
+    // from inside a wait starts with empty ones), so a warm wait allocates
+    // nothing.
+    let (mut batch, mut batch_at) = WAIT_SCRATCH.try_with(Cell::take).unwrap_or_default();
+    let mut others = Vec::new();
     {
         let mut t = lock(&s.requests);
         for i in 0..n {
@@ -529,7 +539,9 @@ unsafe fn wait_all(
             }
         }
     }
-    oxmpi::request::wait_all_each(batch, |k, _, st| put(batch_at[k], Ok(outcome(&st))));
+    oxmpi::request::wait_all_drain(&mut batch, |k, _, st| put(batch_at[k], Ok(outcome(&st))));
+    batch_at.clear();
+    let _ = WAIT_SCRATCH.try_with(|c| c.set((batch, batch_at)));
     for (i, h, obj) in others {
         put(
             i,

@@ -695,22 +695,72 @@ pub fn wait_all_status<B, L: Level>(reqs: Vec<OwnedRequest<'_, B, L>>) -> Vec<(B
 /// ```
 pub fn wait_all_each<B, L: Level>(
     mut reqs: Vec<OwnedRequest<'_, B, L>>,
+    each: impl FnMut(usize, B, Status),
+) {
+    wait_all_drain(&mut reqs, each);
+}
+
+type PmlOutcome = std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>;
+
+thread_local! {
+    /// The outcomes of the thread's last [`wait_all_drain`], kept for the
+    /// next (so that a warm one allocates nothing).
+    static OUTCOMES: std::cell::Cell<Vec<PmlOutcome>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// As [`wait_all_each`], emptying `reqs` (which keeps its capacity): with
+/// vectors reused from call to call, a warm wait allocates nothing.
+///
+/// ```no_run
+/// use oxmpi::traits::*;
+/// let universe = oxmpi::initialize().unwrap();
+/// let world = universe.world();
+/// let me = world.process_at_rank(world.rank());
+/// let mut reqs = Vec::with_capacity(4);
+/// for round in 0..3 {
+///     for i in 0..4 {
+///         reqs.push(me.immediate_send_owned_with_tag(vec![i as u8; 8], i).unwrap());
+///     }
+///     for i in 0..4 {
+///         world.any_process().receive_vec_with_tag::<u8>(i).unwrap();
+///     }
+///     oxmpi::request::wait_all_drain(&mut reqs, |i, buf, st| {
+///         assert_eq!(buf, [i as u8; 8]);
+///         assert!(st.error().is_none());
+///     });
+///     assert!(reqs.is_empty());
+/// }
+/// ```
+pub fn wait_all_drain<B, L: Level>(
+    reqs: &mut Vec<OwnedRequest<'_, B, L>>,
     mut each: impl FnMut(usize, B, Status),
 ) {
     let Some(rt) = reqs.first().map(|r| r.rt) else {
         return;
     };
-    let mut results = Vec::with_capacity(reqs.len());
+    // Taken, not borrowed: `each` may wait again on this thread.
+    let mut results = OUTCOMES.try_with(Cell::take).unwrap_or_default();
+    results.clear();
+    results.reserve(reqs.len());
     rt.pml.wait_all_with(
         reqs.len(),
         |i| reqs[i].id.expect("live"),
         |r| results.push(r),
     );
     // `each` runs with the PML free again: it may call MPI itself.
-    for (k, (req, r)) in reqs.iter_mut().zip(results).enumerate() {
+    for (k, (mut req, r)) in reqs.drain(..).zip(results.drain(..)).enumerate() {
         req.id = None;
         each(k, req.buf.take().expect("live"), raw_status(r));
     }
+    // Kept for the next wait (the larger, if a nested wait left one).
+    let _ = OUTCOMES.try_with(|c| {
+        let other = c.take();
+        c.set(if other.capacity() > results.capacity() {
+            other
+        } else {
+            results
+        });
+    });
 }
 
 /// A persistent request (`MPI_Send_init`, `MPI_Recv_init` and the other

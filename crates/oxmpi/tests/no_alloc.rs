@@ -3,6 +3,8 @@
 //! a scope per window, eager sends to the process itself and waits allocate
 //! nothing (a singleton: no launcher needed). A scope reuses the entries of
 //! the thread's last scope, so opening one per window costs no allocation.
+//! Neither do owned sends completed together by `wait_all_drain` with the
+//! request vector reused.
 //!
 //! One test only: MPI is initialized once per process.
 
@@ -48,4 +50,34 @@ fn a_scope_per_window_allocates_nothing_once_warm() {
     let n = allocations() - before;
     assert_eq!(n, 0, "{n} allocations in 200 warm windows");
     assert!(slots.iter().all(|b| *b == out), "the data arrived");
+
+    // Owned sends completed together by `wait_all_drain` (what the C
+    // `MPI_Waitall` uses), their buffers and the request vector reused.
+    let mut pool: Vec<Vec<u8>> = (0..WINDOW).map(|i| vec![i as u8; 8]).collect();
+    let mut reqs = Vec::with_capacity(WINDOW);
+    let mut got = [0u8; 8];
+    let mut owned_round = |pool: &mut Vec<Vec<u8>>, got: &mut [u8; 8]| {
+        for b in pool.drain(..) {
+            reqs.push(me.immediate_send_owned_with_tag(b, 2).expect("isend"));
+        }
+        for _ in 0..WINDOW {
+            me.receive_into_with_tag(&mut got[..], 2).expect("recv");
+        }
+        oxmpi::request::wait_all_drain(&mut reqs, |i, b, st| {
+            assert!(st.error().is_none());
+            assert_eq!(b, [i as u8; 8]);
+            pool.push(b);
+        });
+        assert!(reqs.is_empty());
+    };
+    for _ in 0..50 {
+        owned_round(&mut pool, &mut got);
+    }
+    let before = allocations();
+    for _ in 0..200 {
+        owned_round(&mut pool, &mut got);
+    }
+    let n = allocations() - before;
+    assert_eq!(n, 0, "{n} allocations in 200 warm wait_all_drain windows");
+    assert_eq!(got, [WINDOW as u8 - 1; 8], "the last message arrived last");
 }
