@@ -274,20 +274,13 @@ impl MemRegion {
     fn write_long(&self, offset: usize, src: &[u8]) {
         let dst = self.addr + offset;
         if short_distance(dst, src.as_ptr() as usize, src.len()) {
-            for (i, s) in src.chunks(SHORT_DISTANCE_PIECE).enumerate() {
-                // SAFETY: piece `i` lies inside `dst..dst + src.len()`, in
-                // bounds (checked by `write`); the creator promised the
-                // memory is allocated, writable and not accessed by anyone
-                // else while a writing operation is in flight; the two
-                // ranges are disjoint (`short_distance` checked it).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        s.as_ptr(),
-                        (dst + i * SHORT_DISTANCE_PIECE) as *mut u8,
-                        s.len(),
-                    );
-                }
-            }
+            // SAFETY: `dst..dst + src.len()` is in bounds (checked by
+            // `write`); the creator promised the memory is allocated,
+            // writable and not accessed by anyone else while a writing
+            // operation is in flight; it is disjoint from `src`
+            // (`short_distance` checked it), so the two slices do not alias.
+            let d = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, src.len()) };
+            copy_bytes(d, src);
         } else {
             // SAFETY: as in `write`; `copy` tolerates overlap.
             unsafe { std::ptr::copy(src.as_ptr(), dst as *mut u8, src.len()) }

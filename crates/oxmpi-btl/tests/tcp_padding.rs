@@ -176,5 +176,44 @@ fn tcp_padded_frames_arrive_whole_and_in_order() {
             "put {n} ({len} bytes at {at}) damaged"
         );
     }
+
+    // A padded put with a forged nonce: the target reads its data and drops
+    // it (past the receive buffer, then the padding), the put fails, and
+    // the fragment after it arrives whole.
+    let mut forged = reg.key.as_bytes().to_vec();
+    forged[8] ^= 0x5a;
+    let forged = RemoteKey::new(&forged).unwrap();
+    let src = &sources[3];
+    let len = lens[3];
+    // SAFETY: `sources` is alive and unchanged until the end of the test.
+    let region = unsafe { MemRegion::from_slice(&src[base + 12..base + 12 + len]) };
+    let before = target.clone();
+    let mut e = Ends { a, ra, ab, b, rb };
+    e.put(region, &forged, 0, 20_000);
+    e.sendi(&[9; 5]);
+    let Ends {
+        mut a,
+        mut ra,
+        mut b,
+        mut rb,
+        ..
+    } = e;
+    drive2(
+        &mut a,
+        &mut ra,
+        &mut b,
+        &mut rb,
+        Duration::from_secs(30),
+        "forged put refused",
+        |ra, rb| rb.recvs.len() > want && ra.completions.iter().any(|(t, _)| t.0 == 20_000),
+    );
+    let (_, r) = ra.completions.iter().find(|(t, _)| t.0 == 20_000).unwrap();
+    assert!(r.is_err(), "a forged put must fail: {r:?}");
+    assert_eq!(rb.recvs.len(), want + 1);
+    assert_eq!(
+        rb.recvs[want].2, [9; 5],
+        "the fragment after the refused put"
+    );
+    assert!(target == before, "a refused put wrote nothing");
     b.deregister_mem(reg.id);
 }

@@ -475,13 +475,17 @@ unsafe fn put_some(
 /// `MPI_UNDEFINED`.
 const UNDEFINED: c_int = -32766;
 
+/// Largest batch `wait_all` keeps between calls (one huge wait does not
+/// hold memory for the thread's life).
+const WAIT_KEEP_MAX: usize = 4096;
+
 thread_local! {
     /// `wait_all`'s batch of operations and their indices, kept between calls.
     static WAIT_SCRATCH: Cell<(Vec<Op>, Vec<usize>)> = const { Cell::new((Vec::new(), Vec::new())) };
 }
 
 /// Waits for every request of `reqs` (`MPI_Waitall`): the non-blocking
-/// operations together (one lock per pass, [`oxmpi::request::wait_all_each`]),
+/// operations together (one lock per pass, [`oxmpi::request::wait_all_drain`]),
 /// the others one by one; hands each entry's outcome to `put(index,
 /// outcome)` (in no particular order, sometimes under the request table's
 /// lock: `put` must not call MPI), handles reset as `MPI_Wait` resets them.
@@ -541,7 +545,9 @@ unsafe fn wait_all(
     }
     oxmpi::request::wait_all_drain(&mut batch, |k, _, st| put(batch_at[k], Ok(outcome(&st))));
     batch_at.clear();
-    let _ = WAIT_SCRATCH.try_with(|c| c.set((batch, batch_at)));
+    if batch.capacity() <= WAIT_KEEP_MAX {
+        let _ = WAIT_SCRATCH.try_with(|c| c.set((batch, batch_at)));
+    }
     for (i, h, obj) in others {
         put(
             i,

@@ -55,7 +55,8 @@ thread_local! {
     static SPARE: Cell<Vec<Entry<Slot>>> = const { Cell::new(Vec::new()) };
 }
 
-/// The largest spare a thread keeps, in entries (16 bytes each).
+/// The largest spare a thread keeps, in entries (16 bytes each); also the
+/// largest vector of outcomes `wait_all_drain` keeps.
 const SPARE_MAX: usize = 4096;
 
 /// A scope's requests: a slab whose free entries form a list through
@@ -705,7 +706,7 @@ type PmlOutcome = std::result::Result<oxmpi_pml::Status, oxmpi_pml::PmlError>;
 thread_local! {
     /// The outcomes of the thread's last [`wait_all_drain`], kept for the
     /// next (so that a warm one allocates nothing).
-    static OUTCOMES: std::cell::Cell<Vec<PmlOutcome>> = const { std::cell::Cell::new(Vec::new()) };
+    static OUTCOMES: Cell<Vec<PmlOutcome>> = const { Cell::new(Vec::new()) };
 }
 
 /// As [`wait_all_each`], emptying `reqs` (which keeps its capacity): with
@@ -747,19 +748,27 @@ pub fn wait_all_drain<B, L: Level>(
         |i| reqs[i].id.expect("live"),
         |r| results.push(r),
     );
+    // Every request is complete and freed in the PML: none may wait on
+    // its id again (a panicking `each` drops the rest).
+    for r in reqs.iter_mut() {
+        r.id = None;
+    }
     // `each` runs with the PML free again: it may call MPI itself.
     for (k, (mut req, r)) in reqs.drain(..).zip(results.drain(..)).enumerate() {
-        req.id = None;
         each(k, req.buf.take().expect("live"), raw_status(r));
     }
-    // Kept for the next wait (the larger, if a nested wait left one).
+    // Kept for the next wait (the larger, if a nested wait left one; none
+    // above `SPARE_MAX`, so one huge wait does not hold memory for good).
     let _ = OUTCOMES.try_with(|c| {
         let other = c.take();
-        c.set(if other.capacity() > results.capacity() {
+        let keep = if other.capacity() > results.capacity() {
             other
         } else {
             results
-        });
+        };
+        if keep.capacity() <= SPARE_MAX {
+            c.set(keep);
+        }
     });
 }
 

@@ -44,9 +44,13 @@
 //!
 //! # Framing, flow control, memory
 //!
-//! Each fragment is an 8-byte header (length, tag) and its payload
-//! ([`wire`]); the receiver checks the length against its own largest
-//! fragment before buffering anything. Reads go into one buffer per
+//! Each fragment is an 8-byte header (length, tag, kind, padding) and its
+//! payload ([`wire`]); the receiver checks the length against its own
+//! largest fragment before buffering anything. A frame with 4 KiB or more in
+//! place is padded to its data's alignment (see [`wire`]); the receiver
+//! starts an empty buffer at a 64-byte aligned spot (`rewind`, past any
+//! padding still to skip) and compacts it keeping addresses modulo 64
+//! (`compact`). Reads go into one buffer per
 //! connection and fragments are handed to [`BtlSink::on_recv`] in place;
 //! writes gather queued fragments into one `sendmsg` (`MSG_NOSIGNAL`).
 //! Partial reads and writes resume where they stopped.
@@ -1726,7 +1730,7 @@ fn rewind(c: &mut Conn) {
 /// Moves the unread bytes of `c.rbuf` to its front, keeping their address
 /// modulo 64 (so padded payloads stay aligned as they were sent).
 fn compact(c: &mut Conn) {
-    let to = c.home + c.rstart.wrapping_sub(c.home) % 64;
+    let to = c.rstart % 64;
     if to < c.rstart {
         c.rbuf.copy_within(c.rstart..c.rend, to);
         c.rend -= c.rstart - to;
@@ -1770,6 +1774,7 @@ fn read_frames(
                     // Refused: read into our buffer and drop.
                     if c.rbuf.is_empty() {
                         c.rbuf.resize(2 * (frame_max + FRAME_HDR_LEN), 0);
+                        c.home = home_of(&c.rbuf);
                     }
                     let k = want.min(c.rbuf.len());
                     rnet::recv(&c.fd, &mut c.rbuf[..k], RecvFlags::empty())
@@ -1843,12 +1848,12 @@ fn read_frames(
             // A put needs only its header here: its data lands in place
             // (and its trailing padding is skipped after it).
             let start = FRAME_HDR_LEN + lead;
-            let need = start
-                + if kind == wire::KIND_PUT {
-                    PUT_HDR_LEN
-                } else {
-                    len + trail
-                };
+            let (body_len, tail) = if kind == wire::KIND_PUT {
+                (PUT_HDR_LEN, 0)
+            } else {
+                (len, trail)
+            };
+            let need = start + body_len + tail;
             if avail < need {
                 if c.rstart + need > c.rbuf.len() {
                     compact(c);
@@ -1859,11 +1864,6 @@ fn read_frames(
                 }
                 break;
             }
-            let body_len = if kind == wire::KIND_PUT {
-                PUT_HDR_LEN
-            } else {
-                len
-            };
             let body = c.rstart + start..c.rstart + start + body_len;
             match kind {
                 wire::KIND_PUT => {

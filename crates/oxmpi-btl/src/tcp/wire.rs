@@ -4,12 +4,13 @@
 //! never a panic. All integers are little-endian; IPv4 addresses are their
 //! four octets in network order.
 //!
-//! # Business card (`OXTC`, version 1)
+//! # Business card (`OXTC`, version 2)
 //!
 //! ```text
 //! offset size  field
 //!  0      4    magic "OXTC"
-//!  4      1    version (1)
+//!  4      1    version (2; one version number for the card, the
+//!              handshake and the framing)
 //!  5      1    n: number of entries (1..=255)
 //!  6      2    reserved, 0
 //!  8      4    rank (u32)
@@ -32,7 +33,7 @@
 //!
 //! ```text
 //!  0  4  magic "OXTH"
-//!  4  1  version (1)
+//!  4  1  version (2)
 //!  5  1  kind: 1 = HELLO (connector), 2 = ACCEPT, 3 = DECLINE (acceptor)
 //!  6  2  reserved, 0
 //!  8 16  the job's secret
@@ -57,12 +58,15 @@
 //! ```
 //!
 //! The padding is the sender's choice and carries nothing. It places a
-//! large payload at the same offset modulo 64 in the byte stream as in the
-//! sender's memory, and ends the frame on a multiple of 64, so that the
-//! kernel's copies (and the receiver's) run between equally aligned
-//! addresses: a copy whose destination lies a few bytes past its source
-//! modulo 4 KiB runs at a fraction of its speed here (see
-//! `mem::copy_bytes`).
+//! large payload at the same offset modulo 64 from the frame's start as in
+//! the sender's memory, and ends the frame on a multiple of 64. A frame that
+//! starts a write (the kernel starts its socket pages there) or follows
+//! padded frames then has its payload at the sender's alignment in the
+//! kernel's pages and in the receiver's buffer, so the copies run between
+//! equally aligned addresses: a copy whose destination lies a few bytes past
+//! its source modulo 4 KiB runs at a fraction of its speed here (see
+//! `mem::copy_bytes`). Unpadded frames (the handshake, small ones) shift
+//! the frames after them; that costs speed, never correctness.
 //!
 //! A PUT payload is a 24-byte put header (registration id u32, nonce u64,
 //! offset u64, sequence u32) and the data; a PUT_ACK payload is the
