@@ -459,6 +459,11 @@ pub trait BtlSink {
     /// The peer on `ep` is gone; operations in flight to it complete with
     /// errors through `on_complete`.
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError);
+    /// Whether [`Btl::progress_from`] should deliver another fragment
+    /// (asked before each one; [`Btl::progress`] does not ask).
+    fn wants_more(&self) -> bool {
+        true
+    }
 }
 
 /// A send descriptor: a BTL-owned buffer for headers and packed data, and
@@ -580,6 +585,20 @@ pub trait Btl {
     /// Makes progress: delivers arrived fragments and completions to `sink`.
     /// Returns how many events it delivered.
     fn progress(&mut self, sink: &mut dyn BtlSink) -> usize;
+
+    /// Delivers the fragments that arrived from the peer on `ep`, and only
+    /// those, in the order [`Btl::progress`] would have, one at a time while
+    /// [`BtlSink::wants_more`]. What a later `progress` delivers from that
+    /// peer follows them. Returns how many it delivered.
+    ///
+    /// The PML calls it when a receive from that peer is about to be posted,
+    /// so a message already here goes straight into the receive. A module
+    /// that keeps no per-peer order of arrivals delivers nothing (the
+    /// default); the fragments then come with the next `progress`.
+    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
+        let _ = (ep, sink);
+        0
+    }
 
     /// Whether this module has anything in flight or pending that progress
     /// must drive (the progress engine polls only modules that do, and those

@@ -156,6 +156,7 @@ pub fn run_all<B: Btl>(mut make: impl FnMut() -> Pair<B>) {
     sendi_every_size(make());
     send_every_size(make());
     ordering(make());
+    progress_from(make());
     back_pressure(make());
     rdma(make());
     forged_and_stale_keys(make());
@@ -376,6 +377,129 @@ pub fn ordering<B: Btl>(mut pair: Pair<B>) {
     for (k, (_, _, d)) in rx.recvs.iter().enumerate() {
         let got = u32::from_le_bytes(d[..4].try_into().unwrap());
         assert_eq!(got, k as u32, "{name}: fragment {k} arrived out of order");
+    }
+}
+
+/// A sink that takes at most `left` fragments (then says it wants no more).
+struct Limited<'a> {
+    rec: &'a mut Recorder,
+    left: usize,
+}
+
+impl BtlSink for Limited<'_> {
+    fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]) {
+        assert!(
+            self.left > 0,
+            "a fragment delivered past wants_more() = false"
+        );
+        self.left -= 1;
+        self.rec.on_recv(ep, tag, data);
+    }
+    fn on_complete(&mut self, token: Token, result: Result<(), BtlError>) {
+        self.rec.on_complete(token, result);
+    }
+    fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
+        self.rec.on_peer_lost(ep, why);
+    }
+    fn wants_more(&self) -> bool {
+        self.left > 0
+    }
+}
+
+/// `progress_from` delivers fragments of its peer only, in order, never one
+/// past the sink's `wants_more`, and what `progress` delivers afterwards
+/// follows them: every fragment exactly once, in sending order. (A module
+/// without per-peer order may deliver nothing from it.)
+pub fn progress_from<B: Btl>(pair: Pair<B>) {
+    check_progress_from(pair, false);
+}
+
+/// [`progress_from`] for a module that keeps arrivals in order per peer:
+/// it must deliver what arrived (3, 1 and 5 fragments for sinks that want
+/// that many).
+pub fn progress_from_delivers<B: Btl>(pair: Pair<B>) {
+    check_progress_from(pair, true);
+}
+
+fn check_progress_from<B: Btl>(mut pair: Pair<B>, must_deliver: bool) {
+    let name = pair.sender().btl.name();
+    let ordered = pair.sender().btl.caps().contains(Caps::ORDERED);
+    let count = 40u32;
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    let mut i = 0;
+    while i < count {
+        let s = pair.sender();
+        match s.btl.sendi(s.ep, AmTag(9), &[&i.to_le_bytes()]) {
+            Ok(()) => i += 1,
+            Err(BtlError::NoResource) => pair.pump(&mut tx, &mut rx),
+            Err(e) => panic!("{name}: sendi {i} failed: {e}"),
+        }
+    }
+    // Let what was sent arrive, without the receiver's progress.
+    for _ in 0..100 {
+        match &mut pair {
+            Pair::Loopback(_) => {}
+            Pair::Two(a, _) => {
+                a.btl.progress(&mut tx);
+            }
+            Pair::Clocked(a, _, tick) => {
+                a.btl.progress(&mut tx);
+                tick();
+            }
+        }
+    }
+    let (rx_btl, rx_ep) = match &mut pair {
+        Pair::Loopback(s) | Pair::Two(_, s) | Pair::Clocked(_, s, _) => (&mut s.btl, s.ep),
+    };
+    let none = rx_btl.progress_from(
+        rx_ep,
+        &mut Limited {
+            rec: &mut rx,
+            left: 0,
+        },
+    );
+    assert_eq!(
+        none, 0,
+        "{name}: progress_from delivered to a sink that wanted nothing"
+    );
+    for left in [3usize, 1, 5] {
+        let before = rx.recvs.len();
+        let n = rx_btl.progress_from(rx_ep, &mut Limited { rec: &mut rx, left });
+        assert!(n <= left, "{name}: progress_from went past wants_more");
+        assert!(
+            !must_deliver || n == left,
+            "{name}: progress_from delivered {n} of the {left} arrived fragments wanted"
+        );
+        assert_eq!(rx.recvs.len(), before + n, "{name}: progress_from's count");
+        assert!(
+            rx.recvs[before..]
+                .iter()
+                .all(|(ep, tag, _)| *ep == rx_ep && *tag == AmTag(9)),
+            "{name}: progress_from delivered something that was not from its peer"
+        );
+    }
+    pair.drive(&mut tx, &mut rx, "progress_from", |_, rx| {
+        rx.recvs.len() >= count as usize
+    });
+    assert_eq!(
+        rx.recvs.len(),
+        count as usize,
+        "{name}: a fragment delivered twice"
+    );
+    let mut got: Vec<u32> = rx
+        .recvs
+        .iter()
+        .map(|(_, _, d)| u32::from_le_bytes(d[..4].try_into().unwrap()))
+        .collect();
+    if !ordered {
+        got.sort_unstable();
+    }
+    for (k, v) in got.into_iter().enumerate() {
+        assert_eq!(
+            v, k as u32,
+            "{name}: fragment {k} out of order around progress_from"
+        );
     }
 }
 

@@ -292,6 +292,24 @@ impl Btl for SelfBtl {
         n
     }
 
+    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
+        if ep != SELF_EP {
+            return 0;
+        }
+        // As `progress`: only what was queued before this call.
+        let ready = self.queue.len();
+        let mut n = 0;
+        while n < ready && sink.wants_more() {
+            let Some((tag, buf)) = self.queue.pop_front() else {
+                break;
+            };
+            sink.on_recv(SELF_EP, tag, &buf);
+            self.spare.push(buf);
+            n += 1;
+        }
+        n
+    }
+
     fn has_work(&self) -> bool {
         !self.queue.is_empty() || !self.completions.is_empty()
     }

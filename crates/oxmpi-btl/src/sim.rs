@@ -618,6 +618,35 @@ impl Btl for SimBtl {
         n
     }
 
+    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
+        let Ok(peer) = self.peer(ep) else {
+            return 0;
+        };
+        let mut n = 0;
+        while sink.wants_more() {
+            // The first fragment from `peer` still waiting for progress
+            // (the others stay, in order).
+            let frag = {
+                let mut w = self.net.world.borrow_mut();
+                let Some(q) = w.inbox.get_mut(&self.rank) else {
+                    break;
+                };
+                let Some(i) = q
+                    .iter()
+                    .position(|ev| matches!(ev, Event::Frag { from, .. } if *from == peer))
+                else {
+                    break;
+                };
+                q.remove(i)
+            };
+            if let Event::Frag { tag, data, .. } = frag {
+                sink.on_recv(ep, tag, &data);
+                n += 1;
+            }
+        }
+        n
+    }
+
     fn has_work(&self) -> bool {
         self.net.busy()
     }

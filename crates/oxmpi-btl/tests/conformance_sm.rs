@@ -92,3 +92,8 @@ fn dropped_modules_leave_no_descriptor_or_mapping() {
     assert_eq!(references(&na), 0);
     assert_eq!(references(&nb), 0);
 }
+
+#[test]
+fn sm_delivers_from_one_peer_alone() {
+    conformance::progress_from_delivers(sm_pair());
+}

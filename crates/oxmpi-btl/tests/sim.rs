@@ -130,3 +130,8 @@ fn a_lost_peer_is_reported_and_refuses_operations() {
     mods[1].progress(&mut rec);
     assert_eq!(rec.recvs.len(), 1);
 }
+
+#[test]
+fn delivers_from_one_peer_alone() {
+    conformance::progress_from_delivers(sim_pair(SimConfig::default()));
+}

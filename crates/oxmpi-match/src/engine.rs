@@ -32,8 +32,8 @@ use crate::ctxmap::ContextMap;
 use crate::hash::{bucket_key, FxHashMap};
 use crate::slab::{Link, List, Node, Slab, NIL};
 use crate::types::{
-    Arrival, Envelope, Match, MatchError, MatchEvent, MessageHandle, MessageInfo, PostOutcome,
-    ProbeOutcome, RecvHandle, RemovedContext, Source, Tag, UnexpectedStats,
+    Arrival, EarlyArrival, Envelope, Match, MatchError, MatchEvent, MessageHandle, MessageInfo,
+    PostOutcome, ProbeOutcome, RecvHandle, RemovedContext, Source, Tag, UnexpectedStats,
 };
 
 /// Link numbers of an unexpected node: exact bucket, per-tag bucket,
@@ -872,6 +872,62 @@ impl<R: Copy, M> Engine<R, M> {
                 tag,
             },
         ))
+    }
+
+    /// [`Engine::match_arrival`] for a message that arrives while a receive
+    /// `(fresh_source, fresh_tag)` on context `fresh_context` is about to be
+    /// posted (the PML reads the fragments already arrived from a receive's
+    /// source before posting it).
+    ///
+    /// A message next in sequence from its sender, with nothing of that
+    /// sender parked, goes to the earliest posted receive that fits it;
+    /// when none does and the fresh receive fits it, and nothing unexpected
+    /// fits the fresh receive, it goes to the fresh receive
+    /// ([`EarlyArrival::Fresh`]): exactly what queueing the message as
+    /// unexpected and then posting the receive would decide (MPI-4.1 §3.5:
+    /// the receive takes the earliest fitting unexpected message, and this
+    /// one would be the only one), without the queueing. `None`, with
+    /// nothing changed, in every other case (the caller then goes through
+    /// [`Engine::handle_arrival`] and posts the receive as usual).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn arrival_before_post(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        seq: u16,
+        fresh_context: u32,
+        fresh_source: u32,
+        fresh_tag: Tag,
+    ) -> Option<EarlyArrival<R>> {
+        let ctx = self.contexts.get_mut(&context)?;
+        let peer = ctx.peers.get(source as usize)?;
+        if peer.expected_seq != seq || peer.parked.head != NIL {
+            return None;
+        }
+        let envelope = Envelope {
+            context,
+            source,
+            tag,
+        };
+        if self.store.posted.len() > 0 {
+            if let Some(recv) = ctx.take_posted(&mut self.store.posted, source, tag) {
+                ctx.peers[source as usize].expected_seq = seq.wrapping_add(1);
+                return Some(EarlyArrival::Posted(recv, envelope));
+            }
+        }
+        let fresh_tag = tag_selector(fresh_tag);
+        if fresh_context != context
+            || !fits(Some(fresh_source), fresh_tag, source, tag)
+            || ctx
+                .find_unexpected(&self.store.unexp, Some(fresh_source), fresh_tag)
+                .is_some()
+        {
+            return None;
+        }
+        ctx.peers[source as usize].expected_seq = seq.wrapping_add(1);
+        Some(EarlyArrival::Fresh(envelope))
     }
 
     /// Pops the oldest match decision produced by [`Engine::handle_arrival`].

@@ -41,6 +41,6 @@ mod types;
 pub use engine::Engine;
 pub use seq::SendSequencer;
 pub use types::{
-    Arrival, Envelope, Match, MatchError, MatchEvent, MessageHandle, MessageInfo, PostOutcome,
-    ProbeOutcome, RecvHandle, RemovedContext, Source, Tag, UnexpectedStats,
+    Arrival, EarlyArrival, Envelope, Match, MatchError, MatchEvent, MessageHandle, MessageInfo,
+    PostOutcome, ProbeOutcome, RecvHandle, RemovedContext, Source, Tag, UnexpectedStats,
 };

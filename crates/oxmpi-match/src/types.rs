@@ -77,6 +77,19 @@ pub enum PostOutcome<R, M> {
     },
 }
 
+/// Where [`crate::Engine::arrival_before_post`] sent an in-sequence
+/// message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EarlyArrival<R> {
+    /// The earliest posted receive that fits it (as
+    /// [`crate::Engine::match_arrival`] finds).
+    Posted(R, Envelope),
+    /// No posted receive fits it, and the receive about to be posted takes
+    /// it: nothing else unexpected fits that receive, so once posted it
+    /// would take this message first. Nothing is queued.
+    Fresh(Envelope),
+}
+
 /// Immediate result of [`crate::Engine::handle_arrival`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arrival {

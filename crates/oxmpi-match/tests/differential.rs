@@ -1,6 +1,7 @@
 //! Differential proptest: random interleavings of posts, sends, reordered
-//! deliveries, probes, matched probes and cancels; every decision of the
-//! engine must equal the naive model's.
+//! deliveries (some with a receive about to be posted), probes, matched
+//! probes and cancels; every decision of the engine must equal the naive
+//! model's.
 
 mod model;
 
@@ -18,9 +19,13 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(ctx, peer, pick)| Op::Deliver { ctx, peer, pick }),
         1 => (ctx.clone(), any::<u8>(), any::<u8>())
             .prop_map(|(ctx, s, t)| Op::Iprobe { ctx, src: source_from(s), tag: tag_from(t) }),
-        1 => (ctx, any::<u8>(), any::<u8>())
+        1 => (ctx.clone(), any::<u8>(), any::<u8>())
             .prop_map(|(ctx, s, t)| Op::Improbe { ctx, src: source_from(s), tag: tag_from(t) }),
         1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
+        3 => (ctx.clone(), 0..N_PEERS, 0usize..8, ctx.clone(), 0..N_PEERS, any::<u8>())
+            .prop_map(|(ctx, peer, pick, post_ctx, post_src, t)| Op::DeliverThenPost {
+                ctx, peer, pick, post_ctx, post_src, post_tag: tag_from(t),
+            }),
     ]
 }
 

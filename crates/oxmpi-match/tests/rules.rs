@@ -498,3 +498,51 @@ fn a_cancelled_send_is_taken_out_of_the_unexpected_queue_by_payload() {
         PostOutcome::Posted(_)
     ));
 }
+
+/// A message read while a receive is about to be posted goes to an earlier
+/// posted receive that fits it, else to the new receive, unless something
+/// unexpected fits the new receive first (then it takes the usual path).
+#[test]
+fn an_arrival_before_a_post_keeps_matching_order() {
+    use oxmpi_match::EarlyArrival;
+    let mut e = engine(2);
+    // An earlier posted receive that fits wins.
+    posted(e.post_recv(C, Source::Rank(1), Tag::Value(5), 10).unwrap());
+    let seq = e.expected_seq(C, 1).unwrap();
+    assert_eq!(
+        e.arrival_before_post(C, 1, 5, seq, C, 1, Tag::Value(5)),
+        Some(EarlyArrival::Posted(10, env(1, 5)))
+    );
+    // Nothing posted fits: the new receive takes it, nothing is queued.
+    let seq = e.expected_seq(C, 1).unwrap();
+    assert_eq!(
+        e.arrival_before_post(C, 1, 5, seq, C, 1, Tag::Any),
+        Some(EarlyArrival::Fresh(env(1, 5)))
+    );
+    assert_eq!(
+        e.unexpected_stats(C, 1).unwrap(),
+        UnexpectedStats::default()
+    );
+    // A message the new receive does not fit, or one out of sequence:
+    // nothing changes.
+    let seq = e.expected_seq(C, 1).unwrap();
+    assert_eq!(
+        e.arrival_before_post(C, 1, 6, seq, C, 1, Tag::Value(5)),
+        None
+    );
+    assert_eq!(
+        e.arrival_before_post(C, 1, 5, seq.wrapping_add(1), C, 1, Tag::Value(5)),
+        None
+    );
+    assert_eq!(e.expected_seq(C, 1).unwrap(), seq);
+    // Something unexpected fits the new receive first: the usual path.
+    assert!(matches!(
+        arrive(&mut e, 1, 5, 8, "older"),
+        MatchEvent::Queued { .. }
+    ));
+    let seq = e.expected_seq(C, 1).unwrap();
+    assert_eq!(
+        e.arrival_before_post(C, 1, 5, seq, C, 1, Tag::Value(5)),
+        None
+    );
+}

@@ -37,6 +37,10 @@ pub struct PmlConfig {
     /// Balance split transfers by the measured speed of each side's copy
     /// (`pml_ob1_rdma_split_balance`); off: even halves.
     pub rdma_split_balance: bool,
+    /// Before posting a receive from one rank, read what already arrived
+    /// from it, so a message that is there goes straight into the receive
+    /// (`pml_ob1_recv_arrived`).
+    pub recv_arrived: bool,
 }
 
 impl Default for PmlConfig {
@@ -53,6 +57,7 @@ impl Default for PmlConfig {
             progress_thread: false,
             rdma_split_min: 64 << 10,
             rdma_split_balance: true,
+            recv_arrived: true,
         }
     }
 }
@@ -131,6 +136,11 @@ impl PmlConfig {
             .help("cached registrations kept per BTL with mpi_leave_pinned (unused ones past it are evicted)"),
         )?;
         reg.register(
+            ParamSpec::bool("pml", "ob1", "recv_arrived", d.recv_arrived)
+                .level(6)
+                .help("read what already arrived from a receive's source before posting it, so a message there completes the receive at once"),
+        )?;
+        reg.register(
             ParamSpec::bool("pml", "ob1", "progress_thread", d.progress_thread)
                 .level(6)
                 .help("drive progress from a background thread (the same thread as mpi_async_progress)"),
@@ -158,6 +168,7 @@ impl PmlConfig {
             rdma_split_min: usize::try_from(reg.get_size("pml_ob1_rdma_split_min")?)
                 .unwrap_or(usize::MAX),
             rdma_split_balance: reg.get_bool("pml_ob1_rdma_split_balance")?,
+            recv_arrived: reg.get_bool("pml_ob1_recv_arrived")?,
         })
     }
 }

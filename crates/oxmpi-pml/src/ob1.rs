@@ -38,8 +38,8 @@ use oxmpi_btl::btl::{
 };
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_match::{
-    Arrival, Engine, Envelope, MatchEvent, PostOutcome, ProbeOutcome, RecvHandle, SendSequencer,
-    Source, Tag,
+    Arrival, EarlyArrival, Engine, Envelope, MatchEvent, PostOutcome, ProbeOutcome, RecvHandle,
+    SendSequencer, Source, Tag,
 };
 
 use crate::buffer::Buffer;
@@ -75,6 +75,11 @@ pub enum SendMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ReqId(pub(crate) ReqRef, i32);
 
+/// Generations from this one up mark the handle of a receive that completed
+/// inside [`Ob1::irecv`] (its low bits are the message's source); a slot's
+/// generation stays below it.
+const GEN_RECEIVED: u32 = 1 << 31;
+
 impl ReqId {
     /// The handle of request `r`.
     fn of(r: ReqRef) -> ReqId {
@@ -96,17 +101,35 @@ impl ReqId {
         )
     }
 
-    /// Whether this is the handle of a send that completed inside
-    /// [`Ob1::isend`]: nothing is left to wait for.
+    /// A receive that completed inside [`Ob1::irecv`] (a message already
+    /// here, read as the receive was posted): no request was made, and the
+    /// handle carries its status (source, tag and byte count; `status`
+    /// has no error, and a source below 2^31).
     #[inline]
-    pub fn completed_inline(&self) -> bool {
-        self.0.generation == 0
+    fn received_inline(status: Status) -> ReqId {
+        ReqId(
+            ReqRef {
+                index: status.bytes as u32,
+                generation: GEN_RECEIVED | status.source as u32,
+            },
+            status.tag,
+        )
     }
 
-    /// The status of a send that completed inside `isend`.
+    /// Whether this is the handle of an operation that completed inside the
+    /// call that started it (a send in [`Ob1::isend`], a receive in
+    /// [`Ob1::irecv`]): nothing is left to wait for.
+    #[inline]
+    pub fn completed_inline(&self) -> bool {
+        // Generation 0 (sent) or GEN_RECEIVED and up (received).
+        self.0.generation.wrapping_sub(1) >= GEN_RECEIVED - 1
+    }
+
+    /// The status of an operation that completed inside the call.
     #[inline]
     pub(crate) fn inline_status(self) -> Option<Status> {
         self.completed_inline().then(|| Status {
+            source: (self.0.generation & !GEN_RECEIVED) as i32,
             bytes: self.0.index as usize,
             tag: self.1,
             ..Status::default()
@@ -208,6 +231,10 @@ pub struct Counters {
     pub synchronous: u64,
     /// Messages that arrived before their receive was posted.
     pub unexpected: u64,
+    /// Receives completed as they were posted by a message that had
+    /// arrived and was read then, never queued as unexpected
+    /// (`pml_ob1_recv_arrived`; not counted in `unexpected`).
+    pub recv_arrived: u64,
     /// Times a BTL answered NoResource and the operation was queued.
     pub no_resource: u64,
     /// CREDIT messages sent.
@@ -520,7 +547,9 @@ impl Reqs {
     fn free_live(&mut self, i: u32) {
         let s = &mut self.slots[i as usize];
         s.req = None;
-        s.gen = s.gen.wrapping_add(1).max(1);
+        // Below GEN_RECEIVED (a slot's generation is never an inline
+        // receive's), and never 0 (an inline send's).
+        s.gen = ((s.gen + 1) & (GEN_RECEIVED - 1)).max(1);
         self.free.push(i);
     }
 
@@ -1266,6 +1295,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         tag: Tag,
         ctx: u16,
     ) -> Result<ReqId, PmlError> {
+        if let (Source::Rank(s), true) = (src, self.st.cfg.recv_arrived) {
+            if let Some(status) = self.recv_arrived(&buf, s, tag, ctx) {
+                return Ok(ReqId::received_inline(status));
+            }
+        }
         let r = self.new_recv(buf, src, tag, ctx, false)?;
         // Created started, with its fields as `start_recv` would reset them.
         self.st.post_recv(r.0, ctx, src, tag);
@@ -1273,6 +1307,36 @@ impl<B: ?Sized + Btl> Ob1<B> {
             self.run_actions();
         }
         Ok(r)
+    }
+
+    /// Reads what already arrived from `src` (of `ctx`) on its eager BTL
+    /// before a receive `(src, tag)` into `buf` is posted: fragments go
+    /// where they would have gone with the next progress, except that a
+    /// message no posted receive takes, and that this receive would take
+    /// once posted, completes it here (the status). Reading stops there, or
+    /// once a message goes unexpected.
+    fn recv_arrived(&mut self, buf: &Buffer, src: u32, tag: Tag, ctx: u16) -> Option<Status> {
+        let comm = self.st.comms.get(usize::from(ctx))?.as_ref()?;
+        let peer = *comm.world.get(src as usize)?;
+        let (btl, ep) = self.st.bml.get(peer as usize)?.eager?;
+        let mut sink = FreshSink {
+            st: &mut self.st,
+            btl,
+            fresh: Fresh {
+                ctx,
+                src,
+                tag,
+                buf,
+                got: None,
+                stop: false,
+            },
+        };
+        self.btls[btl].progress_from(ep, &mut sink);
+        let got = sink.fresh.got;
+        if self.st.has_queued() {
+            self.run_actions();
+        }
+        got
     }
 
     /// Creates an inactive persistent receive (`MPI_Recv_init`).
@@ -2955,6 +3019,64 @@ impl State {
         self.arrival(m, slot, Some(payload));
     }
 
+    /// An eager message read while receive `fresh` is about to be posted
+    /// (see [`Ob1::irecv`]): to a posted receive that takes it, else into
+    /// `fresh` when that one would take it, else unexpected (and `fresh`
+    /// stops reading).
+    fn on_match_fresh(
+        &mut self,
+        m: MatchHdr,
+        payload: &[u8],
+        btl: usize,
+        ep: Endpoint,
+        fresh: &mut Fresh<'_>,
+    ) {
+        let Some(peer) = self.peer_of(m.ctx, m.src, btl, ep) else {
+            return;
+        };
+        let credit = payload.len() + MATCH_LEN;
+        let (ctx, len) = (u32::from(m.ctx), payload.len());
+        // A message that does not fit is for the general path (truncation).
+        let early = if len <= fresh.buf.len() && u32::try_from(len).is_ok() {
+            self.engine.arrival_before_post(
+                ctx,
+                m.src,
+                m.tag,
+                m.seq,
+                u32::from(fresh.ctx),
+                fresh.src,
+                fresh.tag,
+            )
+        } else {
+            self.engine
+                .match_arrival(ctx, m.src, m.tag, m.seq)
+                .map(|(r, env)| EarlyArrival::Posted(r, env))
+        };
+        match early {
+            Some(EarlyArrival::Posted(r, env)) => {
+                self.return_credit(peer, credit);
+                self.take_eager(r, env, peer, payload);
+            }
+            Some(EarlyArrival::Fresh(env)) => {
+                self.return_credit(peer, credit);
+                fresh.buf.unpack(0, payload);
+                self.counters.bytes_received[peer as usize] += len as u64;
+                self.counters.recv_arrived += 1;
+                fresh.got = Some(Status {
+                    source: env.source as i32,
+                    tag: env.tag,
+                    bytes: len,
+                    ..Status::default()
+                });
+            }
+            None => {
+                let slot = self.alloc_unexp(UnexpKind::Eager, peer, credit);
+                self.arrival(m, slot, Some(payload));
+                fresh.stop = true;
+            }
+        }
+    }
+
     /// Receive `r` takes a whole eager message `data` from world rank
     /// `peer`.
     ///
@@ -3169,6 +3291,63 @@ impl State {
 struct Sink<'a> {
     st: &'a mut State,
     btl: usize,
+}
+
+/// A receive about to be posted ([`Ob1::irecv`] reading what arrived from
+/// its source first).
+struct Fresh<'b> {
+    ctx: u16,
+    /// Its source (communicator rank).
+    src: u32,
+    tag: Tag,
+    buf: &'b Buffer,
+    /// Its status, once a message completed it.
+    got: Option<Status>,
+    /// A message went unexpected: read no further.
+    stop: bool,
+}
+
+/// The sink of [`Btl::progress_from`] for a receive about to be posted:
+/// eager messages through [`State::on_match_fresh`], every other fragment
+/// and event as [`Sink`] handles it.
+struct FreshSink<'a, 'b> {
+    st: &'a mut State,
+    btl: usize,
+    fresh: Fresh<'b>,
+}
+
+impl BtlSink for FreshSink<'_, '_> {
+    fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]) {
+        if tag == HdrType::Match.am_tag() {
+            if let Some((m, payload)) = MatchHdr::read(data) {
+                self.st
+                    .on_match_fresh(m, payload, self.btl, ep, &mut self.fresh);
+                return;
+            }
+        }
+        self.sink().on_recv(ep, tag, data);
+    }
+
+    fn on_complete(&mut self, token: Token, result: Result<(), BtlError>) {
+        self.sink().on_complete(token, result);
+    }
+
+    fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
+        self.sink().on_peer_lost(ep, why);
+    }
+
+    fn wants_more(&self) -> bool {
+        self.fresh.got.is_none() && !self.fresh.stop
+    }
+}
+
+impl FreshSink<'_, '_> {
+    fn sink(&mut self) -> Sink<'_> {
+        Sink {
+            st: self.st,
+            btl: self.btl,
+        }
+    }
 }
 
 impl BtlSink for Sink<'_> {

@@ -1808,6 +1808,61 @@ impl Btl for SmBtl {
         n
     }
 
+    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
+        // Records kept from before the peer was added go first (`progress`
+        // delivers them before polling again).
+        if !self.orphans.is_empty() || !sink.wants_more() {
+            return 0;
+        }
+        let Some(p) = self.peers.get(ep.0 as usize) else {
+            return 0;
+        };
+        let ring = ring_index(p.card.local_index, self.local_index);
+        if self.sender_ep.get(ring) != Some(&ep.0) {
+            return 0;
+        }
+        let mut dirty = false;
+        let polled = {
+            let SmBtl {
+                rx,
+                peers,
+                ops,
+                completions,
+                regs,
+                pid,
+                ..
+            } = self;
+            rx.poll_sender(ring, |tag, control, payload| {
+                if control {
+                    dirty |= on_control(
+                        peers,
+                        ops,
+                        completions,
+                        regs,
+                        *pid,
+                        ep.0 as usize,
+                        tag,
+                        payload,
+                    );
+                } else {
+                    sink.on_recv(ep, AmTag(tag), payload);
+                }
+                sink.wants_more()
+            })
+        };
+        let n = match polled {
+            Ok(k) => k,
+            Err(e) => {
+                self.corrupt(e);
+                0
+            }
+        };
+        if dirty {
+            self.pump_all();
+        }
+        n
+    }
+
     fn has_work(&self) -> bool {
         self.bound > 0
             || !self.completions.is_empty()

@@ -63,6 +63,14 @@ fuzz_target!(|data: &[u8]| {
                     pick: usize::from(u16::from_le_bytes([a, b])),
                 },
             },
+            _ if c & 1 == 1 => Op::DeliverThenPost {
+                ctx,
+                peer,
+                pick: usize::from(b),
+                post_ctx: usize::from(c >> 7),
+                post_src: u32::from(c >> 1) % N_PEERS,
+                post_tag: tag_from(b >> 3),
+            },
             _ => Op::Post {
                 ctx,
                 src: source_from(a),

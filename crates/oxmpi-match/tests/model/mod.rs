@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use oxmpi_match::{
-    Arrival, Engine, Envelope, Match, MatchEvent, MessageHandle, MessageInfo, PostOutcome,
-    ProbeOutcome, RecvHandle, SendSequencer, Source, Tag, UnexpectedStats,
+    Arrival, EarlyArrival, Engine, Envelope, Match, MatchEvent, MessageHandle, MessageInfo,
+    PostOutcome, ProbeOutcome, RecvHandle, SendSequencer, Source, Tag, UnexpectedStats,
 };
 
 /// Context ids used by the harness (one found by index, one by hash).
@@ -282,6 +282,17 @@ pub enum Op {
     Improbe { ctx: usize, src: Source, tag: Tag },
     /// Cancel one of the receives posted so far (maybe already done).
     Cancel { pick: usize },
+    /// Deliver as `Deliver` does, through `Engine::arrival_before_post`
+    /// with a receive `(post_src, post_tag)` on `post_ctx` about to be
+    /// posted, then post it (the PML's receive of an arrived message).
+    DeliverThenPost {
+        ctx: usize,
+        peer: u32,
+        pick: usize,
+        post_ctx: usize,
+        post_src: u32,
+        post_tag: Tag,
+    },
 }
 
 /// Source selectors used by generators: ranks, ANY_SOURCE, PROC_NULL.
@@ -356,6 +367,20 @@ impl Harness {
         out
     }
 
+    /// Posts receive `recv` on the engine and compares with the model's
+    /// outcome `want` for the same post.
+    fn post_engine(&mut self, op: &Op, c: u32, src: Source, tag: Tag, recv: u64, want: ModelPost) {
+        let got = self.engine.post_recv(c, src, tag, recv).unwrap();
+        match (got, want) {
+            (PostOutcome::Posted(h), ModelPost::Posted(id)) => self.handles.push((h, id)),
+            (PostOutcome::Matched(a), ModelPost::Matched(b)) => assert_eq!(a, b, "{op:?}"),
+            (PostOutcome::ProcNull { recv: a }, ModelPost::ProcNull(b)) => {
+                assert_eq!(a, b)
+            }
+            (g, w) => panic!("{op:?}: engine {g:?} model {w:?}"),
+        }
+    }
+
     /// Applies one operation to both sides and compares the results.
     pub fn apply(&mut self, op: &Op) {
         match *op {
@@ -363,15 +388,69 @@ impl Harness {
                 let c = CONTEXTS[ctx];
                 let recv = self.next_recv;
                 self.next_recv += 1;
-                let got = self.engine.post_recv(c, src, tag, recv).unwrap();
                 let want = self.model.post(c, src, tag, recv);
-                match (got, want) {
-                    (PostOutcome::Posted(h), ModelPost::Posted(id)) => self.handles.push((h, id)),
-                    (PostOutcome::Matched(a), ModelPost::Matched(b)) => assert_eq!(a, b, "{op:?}"),
-                    (PostOutcome::ProcNull { recv: a }, ModelPost::ProcNull(b)) => {
-                        assert_eq!(a, b)
+                self.post_engine(op, c, src, tag, recv, want);
+            }
+            Op::DeliverThenPost {
+                ctx,
+                peer,
+                pick,
+                post_ctx,
+                post_src,
+                post_tag,
+            } => {
+                let (pc, src) = (CONTEXTS[post_ctx], Source::Rank(post_src));
+                let q = &mut self.in_flight[ctx][peer as usize];
+                if q.is_empty() {
+                    return self.apply(&Op::Post {
+                        ctx: post_ctx,
+                        src,
+                        tag: post_tag,
+                    });
+                }
+                let i = pick % q.len().min(self.window);
+                let (seq, tag, len, msg) = q.remove(i).unwrap();
+                let c = CONTEXTS[ctx];
+                let recv = self.next_recv;
+                self.next_recv += 1;
+                let (want, want_events) = self.model.arrival(c, peer, tag, seq, len, msg);
+                let want_post = self.model.post(pc, src, post_tag, recv);
+                match self
+                    .engine
+                    .arrival_before_post(c, peer, tag, seq, pc, post_src, post_tag)
+                {
+                    Some(EarlyArrival::Posted(r, envelope)) => {
+                        assert_eq!(want, Arrival::Delivered { events: 1 }, "{op:?}");
+                        let m = Match {
+                            recv: r,
+                            msg,
+                            envelope,
+                            len,
+                        };
+                        assert_eq!(want_events, vec![MatchEvent::Matched(m)], "{op:?}");
+                        self.post_engine(op, pc, src, post_tag, recv, want_post);
                     }
-                    (g, w) => panic!("{op:?}: engine {g:?} model {w:?}"),
+                    Some(EarlyArrival::Fresh(envelope)) => {
+                        assert_eq!(want, Arrival::Delivered { events: 1 }, "{op:?}");
+                        let queued = MatchEvent::Queued { envelope, len };
+                        assert_eq!(want_events, vec![queued], "{op:?}");
+                        let m = Match {
+                            recv,
+                            msg,
+                            envelope,
+                            len,
+                        };
+                        assert_eq!(want_post, ModelPost::Matched(m), "{op:?}");
+                    }
+                    None => {
+                        let got = self
+                            .engine
+                            .handle_arrival(c, peer, tag, seq, len, msg)
+                            .unwrap();
+                        assert_eq!(got, want, "{op:?}");
+                        assert_eq!(self.drain_events(), want_events, "{op:?}");
+                        self.post_engine(op, pc, src, post_tag, recv, want_post);
+                    }
                 }
             }
             Op::Send {

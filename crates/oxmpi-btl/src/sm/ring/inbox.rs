@@ -40,6 +40,14 @@ const INBOX_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiIB1");
 /// The default number of records taken from one ring per `poll_all`.
 pub const DEFAULT_POLL_BUDGET: usize = 16;
 
+/// The most records [`InboxReceiver::poll_sender`] takes per call (a
+/// window of a message-rate test: the receives posted before their
+/// messages came, then the one about to be posted).
+pub const FROM_BUDGET: usize = 65;
+
+/// `slot_of` marker: the sender is not polled.
+const NOT_ACTIVE: u32 = u32::MAX;
+
 /// Sizes, formatting and attachment of inboxes.
 pub struct Inbox;
 
@@ -215,6 +223,9 @@ pub struct InboxReceiver {
     known: usize,
     /// (sender, its ring), in active-list order; capacity reserved up front.
     active: Vec<(usize, RingConsumer)>,
+    /// Each sender's index in `active` (`NOT_ACTIVE` before it registers
+    /// and once its ring failed).
+    slot_of: Vec<u32>,
     next: usize,
     budget: usize,
 }
@@ -235,6 +246,7 @@ impl InboxReceiver {
         let geometry = Geometry::read(&mem)?;
         Ok(InboxReceiver {
             active: Vec::with_capacity(geometry.n_senders),
+            slot_of: vec![NOT_ACTIVE; geometry.n_senders],
             mem,
             geometry,
             known: 0,
@@ -272,7 +284,9 @@ impl InboxReceiver {
                 });
             }
             let ring = self.geometry.ring(&self.mem, sender);
-            self.active.push((sender, RingConsumer::from_mem(ring)?));
+            let consumer = RingConsumer::from_mem(ring)?;
+            self.slot_of[sender] = self.active.len() as u32;
+            self.active.push((sender, consumer));
             self.known += 1;
         }
         Ok(())
@@ -334,15 +348,70 @@ impl InboxReceiver {
                 }
             }
             if let Some(error) = failed {
-                self.active.remove(i);
-                self.next = 0;
-                return Err(PollError {
-                    sender: Some(sender),
-                    error,
-                });
+                return Err(self.drop_ring(i, error));
             }
         }
         Ok(handled)
+    }
+
+    /// Takes records from sender `sender`'s ring only, in order, handing
+    /// each to `f(tag, control, payload)`, which says whether to go on; at
+    /// most [`FROM_BUDGET`] records. Returns how many were handled (0 when
+    /// the sender has not registered, or its ring failed before).
+    #[inline]
+    pub fn poll_sender(
+        &mut self,
+        sender: usize,
+        mut f: impl FnMut(u8, bool, &[u8]) -> bool,
+    ) -> Result<usize, PollError> {
+        if self.known < self.geometry.n_senders {
+            self.refresh().map_err(|error| PollError {
+                sender: None,
+                error,
+            })?;
+        }
+        let Some(&i) = self.slot_of.get(sender) else {
+            return Ok(0);
+        };
+        let Some((_, ring)) = self.active.get_mut(i as usize) else {
+            return Ok(0);
+        };
+        let mut handled = 0;
+        let mut failed = None;
+        while handled < FROM_BUDGET {
+            match ring.peek() {
+                Ok(Some(r)) => {
+                    handled += 1;
+                    if !f(r.tag(), r.is_control(), r.payload()) {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    failed = Some(error);
+                    break;
+                }
+            }
+        }
+        match failed {
+            None => Ok(handled),
+            Some(error) => Err(self.drop_ring(i as usize, error)),
+        }
+    }
+
+    /// Stops polling the ring at `active[i]`, which failed with `error`.
+    #[cold]
+    fn drop_ring(&mut self, i: usize, error: RingError) -> PollError {
+        let (sender, _) = self.active.remove(i);
+        self.next = 0;
+        self.slot_of.fill(NOT_ACTIVE);
+        for (k, (s, _)) in self.active.iter().enumerate() {
+            self.slot_of[*s] = k as u32;
+        }
+        PollError {
+            sender: Some(sender),
+            error,
+        }
     }
 }
 
