@@ -42,6 +42,46 @@ fn short_distance(dst: usize, src: usize, len: usize) -> bool {
         && (dst >= src.wrapping_add(len) || src >= dst.wrapping_add(len))
 }
 
+/// `dst.copy_from_slice(src)` for the few bytes of a small message: up to
+/// 16 bytes with two (possibly overlapping) loads and stores, no call into
+/// `memcpy` (whose call and size dispatch cost more than the copy); longer
+/// ones as `copy_from_slice`.
+///
+/// # Panics
+/// When the lengths differ, as `copy_from_slice` does.
+#[inline(always)]
+pub fn copy_small(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    assert_eq!(dst.len(), n, "copy_small: lengths differ");
+    match n {
+        0 => {}
+        1..=3 => {
+            dst[0] = src[0];
+            dst[n / 2] = src[n / 2];
+            dst[n - 1] = src[n - 1];
+        }
+        4..=7 => {
+            let (a, b) = (word::<4>(src, 0), word::<4>(src, n - 4));
+            dst[..4].copy_from_slice(&a);
+            dst[n - 4..].copy_from_slice(&b);
+        }
+        8..=16 => {
+            let (a, b) = (word::<8>(src, 0), word::<8>(src, n - 8));
+            dst[..8].copy_from_slice(&a);
+            dst[n - 8..].copy_from_slice(&b);
+        }
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// The `N` bytes of `s` at `at` (in bounds: the callers' ranges).
+#[inline(always)]
+fn word<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
+    let mut w = [0; N];
+    w.copy_from_slice(&s[at..at + N]);
+    w
+}
+
 /// `dst.copy_from_slice(src)`, cut into 2 KiB pieces when the distance
 /// between the two would make one `rep movsb` slow: a copy of 2 KiB or
 /// more whose destination lies 1 to 39 bytes past its source modulo 4 KiB
@@ -259,12 +299,51 @@ impl MemRegion {
             }
             return self.write_long(offset, src);
         }
+        let dst = (self.addr + offset) as *mut u8;
+        let n = src.len();
+        if n <= 16 {
+            // The few bytes of a small message, with no call into
+            // `memmove`: both (possibly overlapping) words are read before
+            // either is written, so an overlapping source is copied right.
+            // SAFETY (each block): `dst..dst + n` is in bounds (checked
+            // above) and the creator promised the memory is allocated,
+            // writable and not accessed by anyone else while a writing
+            // operation is in flight; the stores are unaligned ones.
+            match n {
+                1..=3 => {
+                    let (a, b, c) = (src[0], src[n / 2], src[n - 1]);
+                    // SAFETY: see above (offsets 0, n / 2, n - 1 < n).
+                    unsafe {
+                        dst.write(a);
+                        dst.add(n / 2).write(b);
+                        dst.add(n - 1).write(c);
+                    }
+                }
+                4..=7 => {
+                    let (a, b) = (word::<4>(src, 0), word::<4>(src, n - 4));
+                    // SAFETY: see above (4 bytes at 0 and at n - 4).
+                    unsafe {
+                        dst.cast::<[u8; 4]>().write_unaligned(a);
+                        dst.add(n - 4).cast::<[u8; 4]>().write_unaligned(b);
+                    }
+                }
+                _ => {
+                    let (a, b) = (word::<8>(src, 0), word::<8>(src, n - 8));
+                    // SAFETY: see above (8 bytes at 0 and at n - 8, n >= 8).
+                    unsafe {
+                        dst.cast::<[u8; 8]>().write_unaligned(a);
+                        dst.add(n - 8).cast::<[u8; 8]>().write_unaligned(b);
+                    }
+                }
+            }
+            return;
+        }
         // SAFETY: in bounds (checked above); the creator promised the memory
         // is allocated, writable and not accessed by anyone else while a
         // writing operation is in flight. `copy` tolerates overlap with
         // `src` (a process sending to itself from and into one buffer).
         unsafe {
-            std::ptr::copy(src.as_ptr(), (self.addr + offset) as *mut u8, src.len());
+            std::ptr::copy(src.as_ptr(), dst, src.len());
         }
     }
 
@@ -290,7 +369,7 @@ impl MemRegion {
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_bytes, short_distance, MemRegion};
+    use super::{copy_bytes, copy_small, short_distance, MemRegion};
 
     fn region(v: &mut [u8]) -> MemRegion {
         // SAFETY: each test keeps `v` alive and untouched while it uses the
@@ -375,6 +454,23 @@ mod tests {
             assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0));
         }
         assert_eq!(pieces, 39, "distances 1 to 39 are cut into pieces");
+    }
+
+    #[test]
+    fn small_copies_of_every_length_are_exact() {
+        let src: Vec<u8> = (1..=40).collect();
+        for n in 0..=40 {
+            for at in 0..4 {
+                let mut dst = vec![0u8; 48];
+                copy_small(&mut dst[at..at + n], &src[..n]);
+                assert_eq!(&dst[at..at + n], &src[..n], "copy_small of {n} at {at}");
+                assert!(dst[..at].iter().chain(&dst[at + n..]).all(|&b| b == 0));
+                dst.fill(0);
+                region(&mut dst).write(at, &src[..n]);
+                assert_eq!(&dst[at..at + n], &src[..n], "write of {n} at {at}");
+                assert!(dst[..at].iter().chain(&dst[at + n..]).all(|&b| b == 0));
+            }
+        }
     }
 
     #[test]

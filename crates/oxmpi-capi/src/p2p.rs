@@ -910,7 +910,7 @@ fn probe_message(
     source: c_int,
     tag: c_int,
     block: bool,
-) -> Result<Option<(oxmpi::Message<'static>, Status)>, Error> {
+) -> Result<Option<(oxmpi::Message<'static, L>, Status)>, Error> {
     use oxmpi::traits::*;
     let (from, tag) = (peer(c, source), tag_of(tag));
     Ok(if block {
@@ -921,7 +921,7 @@ fn probe_message(
 }
 
 /// Stores a matched message; `MPI_MESSAGE_NO_PROC` for `PROC_NULL`.
-fn store_message(m: oxmpi::Message<'static>, st: &Status) -> Result<usize, Error> {
+fn store_message(m: oxmpi::Message<'static, L>, st: &Status) -> Result<usize, Error> {
     if st.is_proc_null() {
         drop(m);
         return Ok(MESSAGE_NO_PROC);
@@ -933,7 +933,7 @@ fn store_message(m: oxmpi::Message<'static>, st: &Status) -> Result<usize, Error
 ///
 /// # Safety
 /// `msg` valid for read and write.
-unsafe fn take_message(msg: *mut usize) -> Result<Option<oxmpi::Message<'static>>, Error> {
+unsafe fn take_message(msg: *mut usize) -> Result<Option<oxmpi::Message<'static, L>>, Error> {
     if msg.is_null() {
         return Err(crate::state::null_arg("message"));
     }

@@ -283,7 +283,7 @@ pub struct State {
     /// User datatypes.
     pub types: Mutex<Table<TypeObj>>,
     /// Matched messages (`MPI_Mprobe`).
-    pub messages: Mutex<Table<oxmpi::Message<'static>>>,
+    pub messages: Mutex<Table<oxmpi::Message<'static, L>>>,
     /// Groups (`MPI_Comm_group` and the group constructors).
     pub groups: Mutex<Table<oxmpi::Group>>,
     /// The level `MPI_Init_thread` provided.

@@ -5,21 +5,23 @@
 //! * [`ob1`]: the protocol engine ([`Ob1`]): protocol selection, the BML
 //!   (per-peer eager, send and RDMA endpoint lists), requests, matching
 //!   through `oxmpi-match`, eager credits, NoResource queueing.
-//! * [`Pml`]: the thread-safe face: a mutex around [`Ob1`], blocking waits
-//!   that spin briefly then yield (at once when oversubscribed).
+//! * [`Pml`]: the thread-safe face: a mutex around [`Ob1`] (none while one
+//!   thread alone may call it, see [`Pml::confine`]), blocking waits that
+//!   spin briefly then yield (at once when oversubscribed).
 //!
 //! Layer rule: the PML never names a concrete BTL; it is generic over
 //! `oxmpi_btl::btl::Btl` and given its BTL list by the layer above.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod buffer;
+mod cell;
 pub mod config;
 pub mod error;
 pub mod hdr;
 pub mod ob1;
 pub mod rcache;
 
-use std::sync::Mutex;
+use crate::cell::EngineCell;
 
 use oxmpi_btl::btl::Btl;
 use oxmpi_btl::mem::MemRegion;
@@ -36,7 +38,7 @@ const POLLS_PER_LOCK: u32 = 16;
 
 /// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
-    inner: Mutex<Ob1<B>>,
+    inner: EngineCell<Ob1<B>>,
     spin: u32,
     /// Progress passes per lock acquisition while spinning.
     batch: u32,
@@ -54,7 +56,7 @@ impl<B: ?Sized + Btl> Pml<B> {
     pub fn new(ob1: Ob1<B>, spin_count: u32, oversubscribed: bool) -> Pml<B> {
         let spin = if oversubscribed { 0 } else { spin_count };
         Pml {
-            inner: Mutex::new(ob1),
+            inner: EngineCell::new(ob1),
             spin,
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
         }
@@ -71,10 +73,30 @@ impl<B: ?Sized + Btl> Pml<B> {
         self
     }
 
-    /// Runs `f` with the engine locked.
+    /// Runs `f` with the engine locked (or, confined, alone).
+    #[inline]
     pub fn with<T>(&self, f: impl FnOnce(&mut Ob1<B>) -> T) -> T {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut g)
+        self.inner.with(f)
+    }
+
+    /// Takes no lock from now on: the calling thread alone calls the PML
+    /// (for `MPI_THREAD_SINGLE` and `MPI_THREAD_FUNNELED`). Checked: a call
+    /// from any other thread panics, until this thread calls
+    /// [`Pml::share`]. A `Pml` shared once stays shared.
+    pub fn confine(&self) {
+        self.inner.confine();
+    }
+
+    /// Locks again from now on: the confining thread calls it before
+    /// another thread (a progress thread) starts using the `Pml` (see
+    /// [`Pml::confine`]).
+    pub fn share(&self) {
+        self.inner.share();
+    }
+
+    /// Whether calls take the lock (not [`Pml::confine`]d).
+    pub fn is_shared(&self) -> bool {
+        self.inner.is_shared()
     }
 
     /// One progress pass.

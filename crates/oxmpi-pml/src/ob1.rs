@@ -1325,6 +1325,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             fresh: Fresh {
                 ctx,
                 src,
+                peer,
                 tag,
                 buf,
                 got: None,
@@ -3031,8 +3032,15 @@ impl State {
         ep: Endpoint,
         fresh: &mut Fresh<'_>,
     ) {
-        let Some(peer) = self.peer_of(m.ctx, m.src, btl, ep) else {
-            return;
+        // From the receive's source on its communicator (the usual case):
+        // its world rank is known.
+        let peer = if (m.ctx, m.src) == (fresh.ctx, fresh.src) {
+            fresh.peer
+        } else {
+            let Some(peer) = self.peer_of(m.ctx, m.src, btl, ep) else {
+                return;
+            };
+            peer
         };
         let credit = payload.len() + MATCH_LEN;
         let (ctx, len) = (u32::from(m.ctx), payload.len());
@@ -3059,7 +3067,13 @@ impl State {
             }
             Some(EarlyArrival::Fresh(env)) => {
                 self.return_credit(peer, credit);
-                fresh.buf.unpack(0, payload);
+                // It fits (checked above).
+                match fresh.buf {
+                    Buffer::Contig(r) => r.write(0, payload),
+                    typed => {
+                        typed.unpack(0, payload);
+                    }
+                }
                 self.counters.bytes_received[peer as usize] += len as u64;
                 self.counters.recv_arrived += 1;
                 fresh.got = Some(Status {
@@ -3299,6 +3313,8 @@ struct Fresh<'b> {
     ctx: u16,
     /// Its source (communicator rank).
     src: u32,
+    /// The world rank of `src`.
+    peer: u32,
     tag: Tag,
     buf: &'b Buffer,
     /// Its status, once a message completed it.

@@ -869,19 +869,31 @@ impl<L: Level> std::fmt::Debug for AnyProcess<'_, '_, L> {
 /// let (v, _) = msg.matched_receive_vec::<u8>().unwrap();
 /// assert_eq!(v.len(), st.bytes());
 /// ```
+///
+/// It carries the thread level of the communicator it came from, as every
+/// handle does: under `Single` and `Funneled` it stays on its thread.
 #[must_use = "a matched message must be received"]
-pub struct Message<'u> {
+pub struct Message<'u, L: Level = Threading::Single> {
     pub(crate) rt: &'u Runtime,
     pub(crate) msg: Option<oxmpi_pml::Message>,
+    _level: std::marker::PhantomData<L::Marker>,
 }
 
-impl std::fmt::Debug for Message<'_> {
+impl<L: Level> std::fmt::Debug for Message<'_, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Message").field("msg", &self.msg).finish()
     }
 }
 
-impl Message<'_> {
+impl<'u, L: Level> Message<'u, L> {
+    fn new(rt: &'u Runtime, msg: Option<oxmpi_pml::Message>) -> Self {
+        Message {
+            rt,
+            msg,
+            _level: std::marker::PhantomData,
+        }
+    }
+
     /// `MPI_Mrecv` into `buf`.
     ///
     /// ```no_run
@@ -930,7 +942,7 @@ impl Message<'_> {
     }
 }
 
-impl Drop for Message<'_> {
+impl<L: Level> Drop for Message<'_, L> {
     fn drop(&mut self) {
         if let Some(m) = self.msg.take() {
             // Not received: receive it into nothing (truncating) so the
@@ -1173,7 +1185,7 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     /// let mut buf = vec![0u8; st.bytes()];
     /// msg.matched_receive_into(&mut buf[..]).unwrap();
     /// ```
-    fn matched_probe(&self) -> Result<(Message<'u>, Status)> {
+    fn matched_probe(&self) -> Result<(Message<'u, L>, Status)> {
         self.matched_probe_with_tag(AnyTag)
     }
 
@@ -1187,13 +1199,13 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     /// assert_eq!(st.tag(), 3);
     /// let (v, _) = msg.matched_receive_vec::<f64>().unwrap();
     /// ```
-    fn matched_probe_with_tag(&self, tag: impl TagSpec) -> Result<(Message<'u>, Status)> {
+    fn matched_probe_with_tag(&self, tag: impl TagSpec) -> Result<(Message<'u, L>, Status)> {
         let (rt, ctx) = self.rt_ctx();
         let src = self.match_source()?;
         let tag = tag.to_match()?;
         let m = rt.pml.mprobe(src, tag, ctx)?;
         let st = message_status(m.as_ref());
-        Ok((Message { rt, msg: m }, st))
+        Ok((Message::new(rt, m), st))
     }
 
     /// `MPI_Improbe` with `tag`.
@@ -1211,13 +1223,13 @@ pub trait Source<'u, L: Level = Threading::Single>: sealed::Endpoint<'u> {
     fn immediate_matched_probe_with_tag(
         &self,
         tag: impl TagSpec,
-    ) -> Result<Option<(Message<'u>, Status)>> {
+    ) -> Result<Option<(Message<'u, L>, Status)>> {
         let (rt, ctx) = self.rt_ctx();
         let src = self.match_source()?;
         let tag = tag.to_match()?;
         Ok(rt.pml.with(|o| o.improbe(src, tag, ctx))?.map(|m| {
             let st = message_status(m.as_ref());
-            (Message { rt, msg: m }, st)
+            (Message::new(rt, m), st)
         }))
     }
 

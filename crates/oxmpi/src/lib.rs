@@ -37,6 +37,7 @@ extern crate self as oxmpi;
 mod buffer;
 mod collective;
 mod comm;
+mod confine;
 mod datatype;
 mod error;
 pub mod framework;

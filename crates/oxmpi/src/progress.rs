@@ -71,6 +71,9 @@ impl AsyncDriver {
         match t.as_ref() {
             Some(h) => h.thread().unpark(),
             None => {
+                // From now on two threads call the PML: it locks again
+                // (this thread is outside any PML call here).
+                pml.share();
                 let (pml, shared) = (Arc::clone(pml), Arc::clone(&self.shared));
                 match std::thread::Builder::new()
                     .name("oxmpi-progress".into())
@@ -91,6 +94,7 @@ impl AsyncDriver {
         self.shared.always.store(true, Ordering::Release);
         let mut t = lock(&self.thread);
         if t.is_none() {
+            pml.share();
             let (pml, shared) = (Arc::clone(pml), Arc::clone(&self.shared));
             if let Ok(h) = std::thread::Builder::new()
                 .name("oxmpi-progress".into())

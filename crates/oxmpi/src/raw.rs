@@ -297,7 +297,7 @@ impl RawBuffer {
     /// ```
     pub fn receive_message<'u, L: Level>(
         self,
-        mut msg: Message<'u>,
+        mut msg: Message<'u, L>,
     ) -> Result<OwnedRequest<'u, (), L>> {
         let rt = msg.rt;
         let pb = self.pml()?;

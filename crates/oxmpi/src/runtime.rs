@@ -178,6 +178,7 @@ impl Runtime {
         if async_progress {
             rt.driver.start_always(&rt.pml);
         }
+        crate::confine::confine(&rt, async_progress);
         Ok(rt)
     }
 

@@ -296,9 +296,11 @@ pub fn is_finalized() -> bool {
 }
 
 /// A handle on the application's universe, for a library that did not
-/// initialize MPI itself; `None` when MPI is not initialized. The handle is
-/// typed for a single thread (the most restrictive level), whatever the
-/// application asked for.
+/// initialize MPI itself; `None` when MPI is not initialized, or when it
+/// was initialized at `Single` or `Funneled` and this is not the thread
+/// that initialized it (at those levels no other thread may call MPI). The
+/// handle is typed for a single thread (the most restrictive level),
+/// whatever the application asked for.
 ///
 /// ```no_run
 /// fn library_call() -> Option<i32> {
@@ -310,6 +312,9 @@ pub fn is_finalized() -> bool {
 pub fn universe() -> Option<Universe<Threading::Single>> {
     let cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
     let rt = cur.as_ref()?.upgrade()?;
+    if crate::confine::one_thread(rt.level) && !rt.is_main_thread() {
+        return None;
+    }
     Some(Universe {
         rt,
         _level: PhantomData,

@@ -153,6 +153,8 @@ const LEN_SHIFT: u32 = 44;
 const FLAG_RECORD: u64 = 1;
 const FLAG_SKIP: u64 = 2;
 const FLAG_CONTROL: u64 = 4;
+/// How far ahead of the record being read the consumer prefetches.
+const PREFETCH_AHEAD: usize = 128;
 
 /// Bytes a record with `payload_len` bytes of payload occupies in the ring:
 /// header plus payload rounded up to whole slots.
@@ -428,7 +430,8 @@ impl RingProducer {
         let mut at = 0;
         let dst = r.payload_mut();
         for p in parts {
-            dst[at..at + p.len()].copy_from_slice(p);
+            // A small message's header and data: no call into memcpy.
+            crate::mem::copy_small(&mut dst[at..at + p.len()], p);
             at += p.len();
         }
         r.commit(tag);
@@ -618,6 +621,9 @@ impl RingConsumer {
                 && off + record_bytes(len) <= self.capacity as usize
             {
                 let tag = (h >> TAG_SHIFT) as u8;
+                #[cfg(not(loom))]
+                self.mem
+                    .prefetch(R_DATA + ((off + PREFETCH_AHEAD) & self.mask as usize));
                 #[cfg(loom)]
                 let copy = {
                     let mut v = vec![0; len];
