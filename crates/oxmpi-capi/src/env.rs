@@ -14,6 +14,7 @@ use crate::state::{
 };
 
 const THREAD_SINGLE: c_int = 0;
+const THREAD_FUNNELED: c_int = 1024;
 const THREAD_MULTIPLE: c_int = 4096;
 const TAG_UB_KEY: c_int = 501;
 const IO_KEY: c_int = 502;
@@ -71,7 +72,7 @@ fn init(required: c_int) -> Result<c_int, Error> {
         return Err(Error::new(ErrorClass::Other, "MPI_Init was already called"));
     }
     let provided = match required {
-        THREAD_SINGLE | 1024 | 2048 | THREAD_MULTIPLE => required,
+        THREAD_SINGLE | THREAD_FUNNELED | 2048 | THREAD_MULTIPLE => required,
         r if r > THREAD_MULTIPLE => THREAD_MULTIPLE,
         _ => THREAD_SINGLE,
     };
@@ -89,6 +90,11 @@ fn init(required: c_int) -> Result<c_int, Error> {
             name: Mutex::new(name.to_string()),
         }))
     };
+    if provided == THREAD_SINGLE || provided == THREAD_FUNNELED {
+        // One thread calls MPI: the engine takes no lock (checked: a call
+        // from another thread is an error, never a race).
+        universe.confine_to_this_thread();
+    }
     let world = obj(universe.world(), "MPI_COMM_WORLD")?;
     let self_ = obj(universe.self_(), "MPI_COMM_SELF")?;
     install(State {

@@ -1632,7 +1632,15 @@ unsafe fn irecv(
     // SAFETY: the caller keeps the buffer valid until the request completes.
     let b = unsafe { raw(buf, n, dt) }?;
     let r = start_recv(&c, b, source, tag)?;
-    let h = store(ReqObj::Op(r, comm))?;
+    // A message already here completed it: its status goes in the handle,
+    // with no table entry (or, when it does not fit, in a complete one).
+    let h = match r.into_inline_status() {
+        Ok(st) => match crate::state::received_handle(st.source_rank(), st.tag(), st.bytes()) {
+            Some(h) => h,
+            None => store(ReqObj::Done(CStatus::from_status(&st), None))?,
+        },
+        Err(r) => store(ReqObj::Op(r, comm))?,
+    };
     // SAFETY: the caller's out-parameter.
     unsafe { put(req, h, "request") }
 }

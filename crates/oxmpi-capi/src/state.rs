@@ -36,6 +36,51 @@ pub const REQUEST_NULL: usize = 0x180;
 /// MPI's `ompi_request_empty`. Below [`USER_BASE`], so never a table
 /// handle.
 pub const REQUEST_SENT: usize = USER_BASE - 8;
+/// Handles of receives that completed inside `MPI_Irecv` (a message that
+/// was already here) carry their status instead of naming a table entry:
+/// the byte count in bits 1-20, the source in bits 21-40, the tag in bits
+/// 41-55, and the mark `RECEIVED_MARK` in bits 0 and 56-63 (table handles,
+/// `MPI_REQUEST_NULL` and [`REQUEST_SENT`] are even; a garbage handle is
+/// taken for one only if it has the whole mark). A status outside those
+/// fields takes a table entry.
+const RECEIVED_MARK: usize = 0xa5 << 56 | 1;
+/// Bits of each field of a received handle: bytes, source, tag.
+const RECEIVED_BITS: (u32, u32, u32) = (20, 20, 15);
+/// The bits of the mark.
+const RECEIVED_MARK_BITS: usize = 0xff << 56 | 1;
+
+/// The handle of a receive complete with this status (see
+/// [`RECEIVED_MARK`]), if its fields fit one.
+pub fn received_handle(source: i32, tag: i32, bytes: usize) -> Option<usize> {
+    let (b, s, t) = RECEIVED_BITS;
+    let fits = usize::BITS == 64
+        && bytes >> b == 0
+        && (0..1 << s).contains(&source)
+        && (0..1 << t).contains(&tag);
+    fits.then(|| {
+        RECEIVED_MARK | bytes << 1 | (source as usize) << (1 + b) | (tag as usize) << (1 + b + s)
+    })
+}
+
+/// Whether `h` is a received handle.
+fn is_received(h: usize) -> bool {
+    h & RECEIVED_MARK_BITS == RECEIVED_MARK
+}
+
+/// The status a received handle carries (`None` for other handles).
+fn received_status(h: usize) -> Option<crate::p2p::CStatus> {
+    if !is_received(h) {
+        return None;
+    }
+    let (b, s, t) = RECEIVED_BITS;
+    let field = |at: u32, bits: u32| (h >> at) & ((1 << bits) - 1);
+    let mut st = crate::p2p::CStatus::empty();
+    st.source = field(1 + b, s) as c_int;
+    st.tag = field(1 + b + s, t) as c_int;
+    st.internal = [field(1, b) as c_int, 0, 0, 0, 0];
+    Some(st)
+}
+
 /// `MPI_DATATYPE_NULL`.
 pub const DATATYPE_NULL: usize = 0x200;
 /// `MPI_ERRORS_ARE_FATAL`.
@@ -124,10 +169,14 @@ impl<T> Table<T> {
 }
 
 /// The request table: [`REQUEST_SENT`] reads as a complete send
-/// (`ReqObj::Done`) that taking never uses up.
+/// (`ReqObj::Done`) that taking never uses up, and a received handle (see
+/// [`received_handle`]) as a complete receive with the status it carries.
 pub struct Requests {
     table: Table<ReqObj>,
     sent: ReqObj,
+    /// What `get` shows of any received handle (only its kind matters
+    /// there: taking one with `remove` gives its status).
+    received: ReqObj,
 }
 
 impl Default for Requests {
@@ -135,6 +184,7 @@ impl Default for Requests {
         Requests {
             table: Table::new(),
             sent: Requests::sent(),
+            received: Requests::sent(),
         }
     }
 }
@@ -155,10 +205,14 @@ impl Requests {
         self.table.insert(r)
     }
 
-    /// The request of handle `h`.
+    /// The request of handle `h` (of a received handle: a complete
+    /// request, whose status `remove` gives).
     pub fn get(&self, h: usize) -> Option<&ReqObj> {
         if h == REQUEST_SENT {
             return Some(&self.sent);
+        }
+        if is_received(h) {
+            return Some(&self.received);
         }
         self.table.get(h)
     }
@@ -170,16 +224,19 @@ impl Requests {
     }
 
     /// Removes and returns the request of handle `h` ([`REQUEST_SENT`]
-    /// stays: a complete request each time).
+    /// and received handles stay: a complete request each time).
     pub fn remove(&mut self, h: usize) -> Option<ReqObj> {
         if h == REQUEST_SENT {
             return Some(Requests::sent());
+        }
+        if let Some(st) = received_status(h) {
+            return Some(ReqObj::Done(st, None));
         }
         self.table.remove(h)
     }
 
     /// Puts `r` back at handle `h` (after [`Requests::remove`]; the table
-    /// ignores [`REQUEST_SENT`], which is below every table handle).
+    /// ignores [`REQUEST_SENT`] and received handles, never table handles).
     pub fn restore(&mut self, h: usize, r: ReqObj) {
         self.table.restore(h, r);
     }
@@ -474,5 +531,48 @@ mod layout {
     #[test]
     fn request_entry_is_small() {
         assert_eq!(std::mem::size_of::<super::ReqObj>(), 48);
+    }
+}
+
+#[cfg(test)]
+mod received {
+    use super::{
+        received_handle, received_status, Requests, REQUEST_NULL, REQUEST_SENT, USER_BASE,
+    };
+    use crate::state::ReqObj;
+
+    #[test]
+    fn a_received_handle_carries_its_status() {
+        for (src, tag, bytes) in [
+            (0, 0, 0),
+            (3, 7, 8),
+            ((1 << 20) - 1, (1 << 15) - 1, (1 << 20) - 1),
+        ] {
+            let h = received_handle(src, tag, bytes).expect("fits");
+            assert_eq!(h & 1, 1, "odd: never a table handle");
+            let st = received_status(h).expect("decodes");
+            assert_eq!((st.source, st.tag, st.bytes()), (src, tag, bytes as u64));
+            assert_eq!((st.error, st.internal[2], st.internal[3]), (0, 0, 0));
+            let mut r = Requests::default();
+            assert!(matches!(r.get(h), Some(ReqObj::Done(..))));
+            assert!(matches!(r.remove(h), Some(ReqObj::Done(s, None)) if s.tag == tag));
+            assert!(r.get_mut(h).is_none(), "nothing to change");
+        }
+        // Fields that do not fit take a table entry.
+        assert_eq!(received_handle(1 << 20, 0, 8), None);
+        assert_eq!(received_handle(0, 1 << 15, 8), None);
+        assert_eq!(received_handle(0, 0, 1 << 20), None);
+        assert_eq!(received_handle(-1, 0, 8), None);
+        // Other handles, and garbage, are not received handles.
+        for h in [
+            REQUEST_NULL,
+            REQUEST_SENT,
+            USER_BASE,
+            USER_BASE + 8,
+            0x7ff,
+            usize::MAX,
+        ] {
+            assert!(received_status(h).is_none(), "{h:#x}");
+        }
     }
 }

@@ -108,7 +108,7 @@ pub enum Num {
 
 impl Num {
     /// Bytes of one element (for a pair: its extent).
-    pub fn size(self) -> usize {
+    pub const fn size(self) -> usize {
         match self {
             Num::I(n) | Num::U(n) => n,
             Num::F32 => 4,
@@ -121,15 +121,31 @@ impl Num {
 /// The element size of predefined handle `h` when its elements are plain
 /// contiguous bytes (every numeric, character and byte type; not the
 /// padded pair types).
+#[inline]
 pub fn contiguous_size(h: usize) -> Option<usize> {
-    match num_kind(h)? {
-        Num::Pair(..) => None,
-        k => Some(k.size()),
+    // A table over the predefined datatype handles (every call with a
+    // buffer asks: a lookup, not the match of `num_kind`).
+    const FIRST: usize = 0x200;
+    const SIZES: [u8; 0x100] = {
+        let mut t = [0u8; 0x100];
+        let mut i = 0;
+        while i < t.len() {
+            t[i] = match num_kind(FIRST + i) {
+                Some(Num::Pair(..)) | None => 0,
+                Some(k) => k.size() as u8,
+            };
+            i += 1;
+        }
+        t
+    };
+    match SIZES.get(h.wrapping_sub(FIRST)) {
+        Some(&n) if n > 0 => Some(usize::from(n)),
+        _ => None,
     }
 }
 
 /// The reduction kind of predefined handle `h`.
-pub fn num_kind(h: usize) -> Option<Num> {
+pub const fn num_kind(h: usize) -> Option<Num> {
     static I4: Num = Num::I(4);
     static I2: Num = Num::I(2);
     static I8: Num = Num::I(8);
@@ -194,4 +210,21 @@ pub fn arg_type(h: usize) -> Result<UserDatatype, oxmpi::Error> {
 pub fn count(n: c_int) -> Result<usize, oxmpi::Error> {
     usize::try_from(n)
         .map_err(|_| oxmpi::Error::new(ErrorClass::Count, format!("count {n} is negative")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{contiguous_size, num_kind, Num};
+
+    #[test]
+    fn the_size_table_agrees_with_the_kinds() {
+        for h in 0..0x1000usize {
+            let want = match num_kind(h) {
+                Some(Num::Pair(..)) | None => None,
+                Some(k) => Some(k.size()),
+            };
+            assert_eq!(contiguous_size(h), want, "handle {h:#x}");
+        }
+        assert_eq!(contiguous_size(usize::MAX), None);
+    }
 }

@@ -127,7 +127,7 @@ impl ReqId {
 
     /// The status of an operation that completed inside the call.
     #[inline]
-    pub(crate) fn inline_status(self) -> Option<Status> {
+    pub fn inline_status(self) -> Option<Status> {
         self.completed_inline().then(|| Status {
             source: (self.0.generation & !GEN_RECEIVED) as i32,
             bytes: self.0.index as usize,

@@ -105,6 +105,11 @@ impl AsyncDriver {
         }
     }
 
+    /// Whether the driver thread has been started (and not stopped).
+    pub(crate) fn is_running(&self) -> bool {
+        lock(&self.thread).is_some()
+    }
+
     /// Forgets the waker of a request that completed by being polled.
     pub(crate) fn forget(&self, id: ReqId) {
         lock(&self.shared.waiting).retain(|(r, _)| *r != id);

@@ -1481,6 +1481,34 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
         })
     }
 
+    /// The status at once when the operation completed inside the call
+    /// that started it (a small eager send, or a receive whose message was already here: no
+    /// request behind it), the request
+    /// consumed (it holds nothing then; a buffer it owned is dropped);
+    /// otherwise the request back, unchanged.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let me = world.process_at_rank(world.rank());
+    /// me.send(&[1u8; 8][..]).unwrap();
+    /// let st = match me.immediate_receive_owned(vec![0u8; 8], 0).unwrap().into_inline_status() {
+    ///     Ok(st) => st,
+    ///     Err(req) => req.wait().unwrap().1,
+    /// };
+    /// assert_eq!(st.bytes(), 8);
+    /// ```
+    pub fn into_inline_status(mut self) -> std::result::Result<Status, Self> {
+        match self.id.and_then(ReqId::inline_status) {
+            Some(st) => {
+                self.id = None;
+                Ok(Status::from_pml(st))
+            }
+            None => Err(self),
+        }
+    }
+
     /// The buffer back at once when the operation completed inside the
     /// call that started it (a small eager send: no request behind it,
     /// nothing to wait for); otherwise the request back, unchanged.

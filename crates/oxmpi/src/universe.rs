@@ -372,6 +372,27 @@ impl<L: Level> Universe<L> {
         self.rt.is_main_thread()
     }
 
+    /// Promises that from now on this thread alone calls MPI (what
+    /// `MPI_THREAD_SINGLE` and `MPI_THREAD_FUNNELED` promise; the C layer
+    /// keeps a `Multiple` universe and calls this for them): the
+    /// point-to-point engine then takes no lock per call. Checked, not
+    /// trusted: a call from another thread afterwards fails (the engine
+    /// panics, never races). Does nothing while a progress thread runs
+    /// (`mpi_async_progress`), and a universe initialized at `Single` or
+    /// `Funneled` is confined already.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize_with_threading(oxmpi::Threading::Multiple).unwrap();
+    /// // This program turns out to use one thread after all.
+    /// universe.confine_to_this_thread();
+    /// universe.world().barrier().unwrap();
+    /// ```
+    pub fn confine_to_this_thread(&self) {
+        if !self.rt.driver.is_running() {
+            self.rt.pml.confine();
+        }
+    }
+
     /// `MPI_APPNUM`: which program of a multi-program launch this is.
     ///
     /// ```no_run

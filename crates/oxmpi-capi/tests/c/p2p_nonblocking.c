@@ -26,6 +26,13 @@
  *    completed one by one; Request_get_status, Cancel, Test and Wait on them
  *    behave as on any completed send (not cancelled, set to
  *    MPI_REQUEST_NULL, MPI_ERROR left alone); both messages arrive in order.
+ *  - Irecvs of messages already sent to self (which an implementation may
+ *    complete inside the call), at small and huge tags (MPI_TAG_UB): every
+ *    completion call (Wait, Test, Waitall, Waitany, Waitsome, Testany,
+ *    Testsome, Testall), Request_get_status twice without freeing, Cancel
+ *    (not cancelled) and Request_free on them give the right source, tag,
+ *    count and data, leave MPI_ERROR alone in single completions, and set
+ *    the handles to MPI_REQUEST_NULL.
  *  - Ranks 0 and 1 only: 32 Isends of 10 MB each are all posted before rank
  *    1 posts any receive (rank 1 waits, with a 30 s limit, for a zero-byte
  *    "go" that rank 0 sends after its 32nd Isend: Isend must not block), then
@@ -539,6 +546,142 @@ static void small_sends_to_self(void)
     CHECK(got[0] == 11 && got[1] == 22, "small Isends to self gave %d %d", got[0], got[1]);
 }
 
+#define NARR 9
+
+/* Sends NARR ints (value 1000 * base + k, k = 0..NARR-1) to self with tag
+ * tags[k], then posts an Irecv for each: the messages are already here. */
+static void arrived_round(int base, const int *tags, int *got, MPI_Request *r)
+{
+    int k, v[NARR];
+    for (k = 0; k < NARR; k++) {
+        v[k] = 1000 * base + k;
+        got[k] = -1;
+        MPI_CHECK(MPI_Send(&v[k], 1, MPI_INT, rank, tags[k], MPI_COMM_WORLD));
+    }
+    for (k = 0; k < NARR; k++) {
+        MPI_CHECK(MPI_Irecv(&got[k], 1, MPI_INT, rank, tags[k], MPI_COMM_WORLD, &r[k]));
+        CHECK(r[k] != MPI_REQUEST_NULL, "Irecv %d gave MPI_REQUEST_NULL", k);
+    }
+}
+
+static void check_arrived(const MPI_Status *st, int tag, int count, const char *what)
+{
+    int n = -1, c = 1;
+    CHECK(st->MPI_SOURCE == rank, "%s: source %d", what, st->MPI_SOURCE);
+    CHECK(st->MPI_TAG == tag, "%s: tag %d, want %d", what, st->MPI_TAG, tag);
+    MPI_CHECK(MPI_Get_count(st, MPI_INT, &n));
+    CHECK(n == count, "%s: count %d", what, n);
+    MPI_CHECK(MPI_Test_cancelled(st, &c));
+    CHECK(!c, "%s: cancelled", what);
+}
+
+static void received_already(void)
+{
+    int tub = 0, flag = 0, k, idx = -1, outc = 0, ind[NARR], base, got[NARR];
+    int *ub = NULL;
+    MPI_Request r[NARR];
+    MPI_Status st, sts[NARR];
+    MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+    CHECK(flag && ub != NULL, "MPI_TAG_UB is set");
+    tub = *ub;
+    int tags[NARR] = {80, 81, tub, 82, tub - 1, 83, 84, 85, 86};
+    /* Wait, Test, Request_get_status (twice), Cancel, Request_free. */
+    for (base = 0; base < 2; base++) {
+        arrived_round(base, tags, got, r);
+        poison(&st);
+        MPI_CHECK(MPI_Wait(&r[0], &st));
+        CHECK(r[0] == MPI_REQUEST_NULL, "Wait left the receive active");
+        CHECK(st.MPI_ERROR == -12345, "Wait wrote status.MPI_ERROR");
+        check_arrived(&st, tags[0], 1, "Wait");
+        flag = 0;
+        while (!flag) {
+            MPI_CHECK(MPI_Test(&r[1], &flag, &st));
+            progress_guard("Test of a received Irecv");
+        }
+        CHECK(r[1] == MPI_REQUEST_NULL, "Test left the receive active");
+        check_arrived(&st, tags[1], 1, "Test");
+        for (k = 0; k < 2; k++) {
+            flag = 0;
+            while (!flag) {
+                MPI_CHECK(MPI_Request_get_status(r[2], &flag, &st));
+                progress_guard("Request_get_status of a received Irecv");
+            }
+            CHECK(r[2] != MPI_REQUEST_NULL, "Request_get_status freed the request");
+            check_arrived(&st, tags[2], 1, "Request_get_status");
+        }
+        MPI_CHECK(MPI_Cancel(&r[2]));
+        MPI_CHECK(MPI_Wait(&r[2], &st));
+        check_arrived(&st, tags[2], 1, "Wait after Cancel");
+        MPI_CHECK(MPI_Request_free(&r[3]));
+        CHECK(r[3] == MPI_REQUEST_NULL, "Request_free left the handle");
+        /* The rest together. */
+        if (base == 0) {
+            MPI_CHECK(MPI_Waitall(NARR - 4, &r[4], &sts[4]));
+            for (k = 4; k < NARR; k++) {
+                CHECK(r[k] == MPI_REQUEST_NULL, "Waitall left request %d", k);
+                check_arrived(&sts[k], tags[k], 1, "Waitall");
+            }
+        } else {
+            flag = 0;
+            while (!flag) {
+                MPI_CHECK(MPI_Testall(NARR - 4, &r[4], &flag, &sts[4]));
+                progress_guard("Testall of received Irecvs");
+            }
+            for (k = 4; k < NARR; k++)
+                check_arrived(&sts[k], tags[k], 1, "Testall");
+        }
+        for (k = 0; k < NARR; k++)
+            CHECK(got[k] == 1000 * base + k, "received %d, want %d", got[k], 1000 * base + k);
+    }
+    /* Waitany, Testany, Waitsome, Testsome: each once, with the right entry. */
+    arrived_round(2, tags, got, r);
+    {
+        int left = NARR, seen[NARR] = {0}, turn = 0;
+        while (left > 0) {
+            switch (turn++ % 4) {
+            case 0:
+                MPI_CHECK(MPI_Waitany(NARR, r, &idx, &st));
+                CHECK(idx >= 0 && idx < NARR && !seen[idx], "Waitany index %d", idx);
+                check_arrived(&st, tags[idx], 1, "Waitany");
+                seen[idx] = 1;
+                left--;
+                break;
+            case 1:
+                MPI_CHECK(MPI_Testany(NARR, r, &idx, &flag, &st));
+                if (flag) {
+                    CHECK(idx >= 0 && idx < NARR && !seen[idx], "Testany index %d", idx);
+                    check_arrived(&st, tags[idx], 1, "Testany");
+                    seen[idx] = 1;
+                    left--;
+                }
+                break;
+            case 2:
+                MPI_CHECK(MPI_Waitsome(NARR, r, &outc, ind, sts));
+                for (k = 0; k < outc; k++) {
+                    CHECK(!seen[ind[k]], "Waitsome reported %d twice", ind[k]);
+                    check_arrived(&sts[k], tags[ind[k]], 1, "Waitsome");
+                    seen[ind[k]] = 1;
+                    left--;
+                }
+                break;
+            default:
+                MPI_CHECK(MPI_Testsome(NARR, r, &outc, ind, sts));
+                for (k = 0; k < outc; k++) {
+                    CHECK(!seen[ind[k]], "Testsome reported %d twice", ind[k]);
+                    check_arrived(&sts[k], tags[ind[k]], 1, "Testsome");
+                    seen[ind[k]] = 1;
+                    left--;
+                }
+                break;
+            }
+        }
+        for (k = 0; k < NARR; k++) {
+            CHECK(r[k] == MPI_REQUEST_NULL, "request %d still active", k);
+            CHECK(got[k] == 2000 + k, "received %d, want %d", got[k], 2000 + k);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -558,6 +701,7 @@ int main(int argc, char **argv)
     a2a_round(6, C_WAIT, C_WAITANY);
     free_active_send();
     small_sends_to_self();
+    received_already();
     get_status();
     many_big();
 
