@@ -459,11 +459,6 @@ pub trait BtlSink {
     /// The peer on `ep` is gone; operations in flight to it complete with
     /// errors through `on_complete`.
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError);
-    /// Whether [`Btl::progress_from`] should deliver another fragment
-    /// (asked before each one; [`Btl::progress`] does not ask).
-    fn wants_more(&self) -> bool {
-        true
-    }
 }
 
 /// A send descriptor: a BTL-owned buffer for headers and packed data, and
@@ -586,17 +581,19 @@ pub trait Btl {
     /// Returns how many events it delivered.
     fn progress(&mut self, sink: &mut dyn BtlSink) -> usize;
 
-    /// Delivers the fragments that arrived from the peer on `ep`, and only
-    /// those, in the order [`Btl::progress`] would have, one at a time while
-    /// [`BtlSink::wants_more`]. What a later `progress` delivers from that
-    /// peer follows them. Returns how many it delivered.
+    /// Hands the fragments that arrived from the peer on `ep`, and only
+    /// those, to `take(tag, data)` (as [`BtlSink::on_recv`] would get them
+    /// from [`Btl::progress`]), in order, until `take` returns false (it
+    /// had what it wanted) or none is left. What a later `progress`
+    /// delivers from that peer follows them. Returns how many it handed
+    /// over.
     ///
     /// The PML calls it when a receive from that peer is about to be posted,
     /// so a message already here goes straight into the receive. A module
-    /// that keeps no per-peer order of arrivals delivers nothing (the
+    /// that keeps no per-peer order of arrivals hands over nothing (the
     /// default); the fragments then come with the next `progress`.
-    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
-        let _ = (ep, sink);
+    fn progress_from(&mut self, ep: Endpoint, take: &mut dyn FnMut(AmTag, &[u8]) -> bool) -> usize {
+        let _ = (ep, take);
         0
     }
 

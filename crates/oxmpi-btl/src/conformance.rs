@@ -380,36 +380,10 @@ pub fn ordering<B: Btl>(mut pair: Pair<B>) {
     }
 }
 
-/// A sink that takes at most `left` fragments (then says it wants no more).
-struct Limited<'a> {
-    rec: &'a mut Recorder,
-    left: usize,
-}
-
-impl BtlSink for Limited<'_> {
-    fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]) {
-        assert!(
-            self.left > 0,
-            "a fragment delivered past wants_more() = false"
-        );
-        self.left -= 1;
-        self.rec.on_recv(ep, tag, data);
-    }
-    fn on_complete(&mut self, token: Token, result: Result<(), BtlError>) {
-        self.rec.on_complete(token, result);
-    }
-    fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
-        self.rec.on_peer_lost(ep, why);
-    }
-    fn wants_more(&self) -> bool {
-        self.left > 0
-    }
-}
-
-/// `progress_from` delivers fragments of its peer only, in order, never one
-/// past the sink's `wants_more`, and what `progress` delivers afterwards
-/// follows them: every fragment exactly once, in sending order. (A module
-/// without per-peer order may deliver nothing from it.)
+/// `progress_from` hands over fragments of its peer only, in order, none
+/// past the one its taker declined more after, and what `progress`
+/// delivers afterwards follows them: every fragment exactly once, in
+/// sending order. (A module without per-peer order may hand over nothing.)
 pub fn progress_from<B: Btl>(pair: Pair<B>) {
     check_progress_from(pair, false);
 }
@@ -452,31 +426,34 @@ fn check_progress_from<B: Btl>(mut pair: Pair<B>, must_deliver: bool) {
     let (rx_btl, rx_ep) = match &mut pair {
         Pair::Loopback(s) | Pair::Two(_, s) | Pair::Clocked(_, s, _) => (&mut s.btl, s.ep),
     };
-    let none = rx_btl.progress_from(
-        rx_ep,
-        &mut Limited {
-            rec: &mut rx,
-            left: 0,
-        },
-    );
-    assert_eq!(
-        none, 0,
-        "{name}: progress_from delivered to a sink that wanted nothing"
-    );
-    for left in [3usize, 1, 5] {
+    for want in [3usize, 1, 5] {
         let before = rx.recvs.len();
-        let n = rx_btl.progress_from(rx_ep, &mut Limited { rec: &mut rx, left });
-        assert!(n <= left, "{name}: progress_from went past wants_more");
+        let mut left = want;
+        let mut past = false;
+        let n = rx_btl.progress_from(rx_ep, &mut |tag, data| {
+            past |= left == 0;
+            rx.recvs.push((rx_ep, tag, data.to_vec()));
+            left = left.saturating_sub(1);
+            left > 0
+        });
         assert!(
-            !must_deliver || n == left,
-            "{name}: progress_from delivered {n} of the {left} arrived fragments wanted"
+            !past,
+            "{name}: progress_from went on after its taker said no more"
+        );
+        assert!(
+            n <= want,
+            "{name}: progress_from handed over {n}, {want} wanted"
+        );
+        assert!(
+            !must_deliver || n == want,
+            "{name}: progress_from handed over {n} of the {want} arrived fragments wanted"
         );
         assert_eq!(rx.recvs.len(), before + n, "{name}: progress_from's count");
         assert!(
             rx.recvs[before..]
                 .iter()
-                .all(|(ep, tag, _)| *ep == rx_ep && *tag == AmTag(9)),
-            "{name}: progress_from delivered something that was not from its peer"
+                .all(|(_, tag, _)| *tag == AmTag(9)),
+            "{name}: progress_from handed over something that was not from its peer"
         );
     }
     pair.drive(&mut tx, &mut rx, "progress_from", |_, rx| {

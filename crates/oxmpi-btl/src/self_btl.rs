@@ -292,20 +292,23 @@ impl Btl for SelfBtl {
         n
     }
 
-    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
+    fn progress_from(&mut self, ep: Endpoint, take: &mut dyn FnMut(AmTag, &[u8]) -> bool) -> usize {
         if ep != SELF_EP {
             return 0;
         }
         // As `progress`: only what was queued before this call.
         let ready = self.queue.len();
         let mut n = 0;
-        while n < ready && sink.wants_more() {
+        while n < ready {
             let Some((tag, buf)) = self.queue.pop_front() else {
                 break;
             };
-            sink.on_recv(SELF_EP, tag, &buf);
+            let more = take(tag, &buf);
             self.spare.push(buf);
             n += 1;
+            if !more {
+                break;
+            }
         }
         n
     }

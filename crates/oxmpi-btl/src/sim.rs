@@ -618,12 +618,12 @@ impl Btl for SimBtl {
         n
     }
 
-    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
+    fn progress_from(&mut self, ep: Endpoint, take: &mut dyn FnMut(AmTag, &[u8]) -> bool) -> usize {
         let Ok(peer) = self.peer(ep) else {
             return 0;
         };
         let mut n = 0;
-        while sink.wants_more() {
+        loop {
             // The first fragment from `peer` still waiting for progress
             // (the others stay, in order).
             let frag = {
@@ -640,8 +640,10 @@ impl Btl for SimBtl {
                 q.remove(i)
             };
             if let Event::Frag { tag, data, .. } = frag {
-                sink.on_recv(ep, tag, &data);
                 n += 1;
+                if !take(tag, &data) {
+                    break;
+                }
             }
         }
         n

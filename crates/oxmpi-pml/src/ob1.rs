@@ -1319,21 +1319,28 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let comm = self.st.comms.get(usize::from(ctx))?.as_ref()?;
         let peer = *comm.world.get(src as usize)?;
         let (btl, ep) = self.st.bml.get(peer as usize)?.eager?;
-        let mut sink = FreshSink {
-            st: &mut self.st,
-            btl,
-            fresh: Fresh {
-                ctx,
-                src,
-                peer,
-                tag,
-                buf,
-                got: None,
-                stop: false,
-            },
+        let mut fresh = Fresh {
+            ctx,
+            src,
+            peer,
+            tag,
+            buf,
+            got: None,
+            stop: false,
         };
-        self.btls[btl].progress_from(ep, &mut sink);
-        let got = sink.fresh.got;
+        let st = &mut self.st;
+        self.btls[btl].progress_from(ep, &mut |tag, data| {
+            // Eager data for matching; anything else as progress handles it.
+            if tag == HdrType::Match.am_tag() {
+                if let Some((m, payload)) = MatchHdr::read(data) {
+                    st.on_match_fresh(m, payload, btl, ep, &mut fresh);
+                    return fresh.got.is_none() && !fresh.stop;
+                }
+            }
+            Sink { st, btl }.on_recv(ep, tag, data);
+            true
+        });
+        let got = fresh.got;
         if self.st.has_queued() {
             self.run_actions();
         }
@@ -3024,6 +3031,7 @@ impl State {
     /// (see [`Ob1::irecv`]): to a posted receive that takes it, else into
     /// `fresh` when that one would take it, else unexpected (and `fresh`
     /// stops reading).
+    #[inline(always)]
     fn on_match_fresh(
         &mut self,
         m: MatchHdr,
@@ -3321,49 +3329,6 @@ struct Fresh<'b> {
     got: Option<Status>,
     /// A message went unexpected: read no further.
     stop: bool,
-}
-
-/// The sink of [`Btl::progress_from`] for a receive about to be posted:
-/// eager messages through [`State::on_match_fresh`], every other fragment
-/// and event as [`Sink`] handles it.
-struct FreshSink<'a, 'b> {
-    st: &'a mut State,
-    btl: usize,
-    fresh: Fresh<'b>,
-}
-
-impl BtlSink for FreshSink<'_, '_> {
-    fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]) {
-        if tag == HdrType::Match.am_tag() {
-            if let Some((m, payload)) = MatchHdr::read(data) {
-                self.st
-                    .on_match_fresh(m, payload, self.btl, ep, &mut self.fresh);
-                return;
-            }
-        }
-        self.sink().on_recv(ep, tag, data);
-    }
-
-    fn on_complete(&mut self, token: Token, result: Result<(), BtlError>) {
-        self.sink().on_complete(token, result);
-    }
-
-    fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
-        self.sink().on_peer_lost(ep, why);
-    }
-
-    fn wants_more(&self) -> bool {
-        self.fresh.got.is_none() && !self.fresh.stop
-    }
-}
-
-impl FreshSink<'_, '_> {
-    fn sink(&mut self) -> Sink<'_> {
-        Sink {
-            st: self.st,
-            btl: self.btl,
-        }
-    }
 }
 
 impl BtlSink for Sink<'_> {

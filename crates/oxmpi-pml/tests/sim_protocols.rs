@@ -140,8 +140,8 @@ impl<B: Btl> Btl for Masked<B> {
         }
         self.inner.progress(sink)
     }
-    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
-        self.inner.progress_from(ep, sink)
+    fn progress_from(&mut self, ep: Endpoint, take: &mut dyn FnMut(AmTag, &[u8]) -> bool) -> usize {
+        self.inner.progress_from(ep, take)
     }
     fn has_work(&self) -> bool {
         self.inner.has_work()

@@ -1808,10 +1808,10 @@ impl Btl for SmBtl {
         n
     }
 
-    fn progress_from(&mut self, ep: Endpoint, sink: &mut dyn BtlSink) -> usize {
+    fn progress_from(&mut self, ep: Endpoint, take: &mut dyn FnMut(AmTag, &[u8]) -> bool) -> usize {
         // Records kept from before the peer was added go first (`progress`
         // delivers them before polling again).
-        if !self.orphans.is_empty() || !sink.wants_more() {
+        if !self.orphans.is_empty() {
             return 0;
         }
         let Some(p) = self.peers.get(ep.0 as usize) else {
@@ -1844,10 +1844,10 @@ impl Btl for SmBtl {
                         tag,
                         payload,
                     );
+                    true
                 } else {
-                    sink.on_recv(ep, AmTag(tag), payload);
+                    take(AmTag(tag), payload)
                 }
-                sink.wants_more()
             })
         };
         let n = match polled {
