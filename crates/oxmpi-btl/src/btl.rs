@@ -61,6 +61,10 @@ impl Caps {
     pub const SEND_INPLACE: Caps = Caps(1 << 4);
     /// Fragments on one endpoint arrive in send order.
     pub const ORDERED: Caps = Caps(1 << 5);
+    /// `send` is done on return: it fails or answers
+    /// [`SendOutcome::Done`], never `Pending`, so its token is never
+    /// reported (the PML then completes a small eager send with no request).
+    pub const SEND_DONE: Caps = Caps(1 << 6);
     /// No flag.
     pub const NONE: Caps = Caps(0);
 

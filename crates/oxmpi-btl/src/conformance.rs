@@ -296,6 +296,10 @@ pub fn send_every_size<B: Btl>(mut pair: Pair<B>) {
                 match pair.sender().btl.send(desc, AmTag(seed), token) {
                     Ok(SendOutcome::Done) => break,
                     Ok(SendOutcome::Pending) => {
+                        assert!(
+                            !pair.sender().btl.caps().contains(Caps::SEND_DONE),
+                            "{name}: a send left pending by a BTL that says SEND_DONE"
+                        );
                         pending.push(token);
                         break;
                     }

@@ -99,7 +99,7 @@ impl Btl for SelfBtl {
     }
 
     fn caps(&self) -> Caps {
-        Caps::SEND | Caps::SENDI | Caps::PUT | Caps::GET | Caps::ORDERED
+        Caps::SEND | Caps::SENDI | Caps::PUT | Caps::GET | Caps::ORDERED | Caps::SEND_DONE
     }
 
     fn limits(&self) -> &Limits {

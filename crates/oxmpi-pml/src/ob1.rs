@@ -1136,6 +1136,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
         if let Some(bytes) = self.sendi(&buf, dst, tag, ctx, mode) {
             return Ok(ReqId::sent_inline(bytes, tag));
         }
+        if let Some(bytes) = self.send_eager_now(&buf, dst, tag, ctx, mode) {
+            return Ok(ReqId::sent_inline(bytes, tag));
+        }
         let r = self.new_send(buf, dst, tag, ctx, mode, false)?;
         self.start(r)?;
         Ok(r)
@@ -1285,6 +1288,80 @@ impl<B: ?Sized + Btl> Ob1<B> {
             // Out of room, or a failure the request path reports properly.
             Err(_) => None,
         }
+    }
+
+    /// An eager send above the immediate-send limit, prepared (in place)
+    /// or copied into a descriptor as `send_frag` does, on a BTL whose
+    /// `send` is done on return ([`Caps::SEND_DONE`]): sent and complete
+    /// inside the call, with no request (as [`Ob1::sendi`], whose
+    /// conditions it shares). `None` leaves everything for the request path.
+    #[inline(never)]
+    fn send_eager_now(
+        &mut self,
+        buf: &Buffer,
+        dst: u32,
+        tag: i32,
+        ctx: u16,
+        mode: SendMode,
+    ) -> Option<usize> {
+        if !matches!(mode, SendMode::Standard | SendMode::Ready) {
+            return None;
+        }
+        let Self { btls, st } = self;
+        if !st.actions.is_empty() {
+            return None;
+        }
+        let region = buf.contig()?;
+        let comm = st.comms.get(usize::from(ctx))?.as_ref()?;
+        let (me, peer) = (comm.me, *comm.world.get(dst as usize)?);
+        let p = peer as usize;
+        let (b, ep) = st.bml[p].eager?;
+        let (len, lim, caps) = (region.len(), &st.limits[b], st.caps[b]);
+        let wire = len + MATCH_LEN;
+        if st.dead[p].is_some()
+            || !caps.contains(Caps::SEND_DONE)
+            || wire > lim.eager_limit.min(lim.max_send_size)
+            || st.credits[p] < wire
+        {
+            return None;
+        }
+        let slot = st.seq.slot(u32::from(ctx), dst)?;
+        let m = MatchHdr {
+            ctx,
+            seq: *slot,
+            src: me,
+            tag,
+        };
+        let hb = m.to_bytes();
+        let inplace = caps.contains(Caps::SEND_INPLACE);
+        let desc = if inplace {
+            btls[b].prepare_src(ep, MATCH_LEN, region)
+        } else {
+            btls[b].alloc(ep, wire).map(|mut d| {
+                d.buf[MATCH_LEN..wire].copy_from_slice(region.read());
+                d
+            })
+        };
+        let Ok(mut desc) = desc else {
+            return None;
+        };
+        desc.buf[..MATCH_LEN].copy_from_slice(&hb);
+        // The token: never reported by a SEND_DONE BTL (the conformance
+        // suite checks that `send` answers Done; had it not, the bytes are
+        // on their way all the same, and an unknown token is ignored).
+        if let Err((d, _)) = btls[b].send(desc, HdrType::Match.am_tag(), Token(u64::MAX)) {
+            btls[b].free(d);
+            return None;
+        }
+        *slot = slot.wrapping_add(1);
+        st.credits[p] -= wire;
+        if inplace {
+            st.counters.eager_prepared += 1;
+        } else {
+            st.counters.eager_copy += 1;
+        }
+        st.counters.bytes_sent[p] += len as u64;
+        Some(len)
     }
 
     /// Posts a receive into `buf` from `src` with `tag` on `ctx`.

@@ -370,6 +370,28 @@ fn a_small_isend_completes_at_once_with_its_status() {
     let st = w.ranks[0].test(id).unwrap().expect("complete");
     assert_eq!((st.bytes, st.tag, st.cancelled), (16, 9, false));
     w.ranks[0].request_free(id).unwrap();
+    // Above the immediate-send limit, to a BTL whose send is done on return
+    // (self), an eager send completes inline too: copied, no request.
+    let mut big = Mem::pattern(1000, 2);
+    let before = w.ranks[0].counters();
+    let id = w.ranks[0]
+        .isend(big.buf(), 0, 11, CTX, SendMode::Standard)
+        .unwrap();
+    assert!(id.completed_inline());
+    let c = w.ranks[0].counters();
+    assert_eq!(c.eager_copy, before.eager_copy + 1, "{c:?}");
+    assert_eq!(c.eager_sendi, before.eager_sendi);
+    let mut back = Mem::zeros(1000);
+    let st = w.recv(0, back.buf(), Source::Rank(0), Tag::Value(11));
+    assert_eq!((st.bytes, st.tag), (1000, 11));
+    assert_eq!(back.0, big.0);
+    // Over the network (its sends complete later) it takes a request.
+    let id = w.ranks[0]
+        .isend(big.buf(), 1, 12, CTX, SendMode::Standard)
+        .unwrap();
+    assert!(!id.completed_inline());
+    w.recv(1, back.buf(), Source::Rank(0), Tag::Value(12));
+    w.wait(0, id);
     // A synchronous send never completes inline.
     let sid = w.ranks[0]
         .isend(src.buf(), 1, 10, CTX, SendMode::Synchronous)

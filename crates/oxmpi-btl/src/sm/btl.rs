@@ -729,7 +729,8 @@ impl SmBtl {
             tracing::debug!("sm: single copy disabled (btl_sm_single_copy), no put/get");
             false
         };
-        let mut caps = Caps::SEND | Caps::SENDI | Caps::SEND_INPLACE | Caps::ORDERED;
+        let mut caps =
+            Caps::SEND | Caps::SENDI | Caps::SEND_INPLACE | Caps::ORDERED | Caps::SEND_DONE;
         if cma_ok {
             caps = caps | Caps::PUT | Caps::GET;
         }
