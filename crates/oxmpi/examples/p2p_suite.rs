@@ -324,10 +324,21 @@ fn protocols(u: &oxmpi::Universe, w: &Comm) {
             c.rget + c.rdma_put + c.rdma_pipeline > 0 || c.send_pipeline > 0,
             "no rendezvous over sm: {c:?}"
         );
-    } else {
+    } else if std::env::var("OXMPI_MCA_btl_tcp_rdma_pipeline_send_length")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|tail| tail > 0)
+    {
+        // A send/receive tail asked for (the tcp default has none).
         check!(
             c.send_pipeline > 0 && c.frags > 0,
             "no send/receive pipeline over tcp: {c:?}"
+        );
+    } else {
+        // The tcp default: the bulk of a rendezvous by (emulated) put.
+        check!(
+            c.rdma_pipeline > 0 && c.puts > 0,
+            "no rendezvous by put over tcp: {c:?}"
         );
     }
     // Several RDMA BTLs to a peer (tcp with btl_tcp_links > 1): large

@@ -28,6 +28,19 @@ fn tcp_two_ranks_everything() {
 }
 
 #[test]
+fn tcp_send_receive_pipeline_tail() {
+    // A rendezvous with a send/receive tail (not the tcp default): the
+    // suite's protocol check asserts the pipeline's fragments.
+    let mut cmd = std::process::Command::new(support::oxmpirun());
+    cmd.args(["-n", "2", "--mca", "btl", "self,tcp"])
+        .env("OXMPI_MCA_btl_tcp_rdma_pipeline_send_length", "131072")
+        .args(["--timeout", &LIMIT.as_secs().to_string()])
+        .arg(support::example("p2p_suite"));
+    let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
+    support::assert_ok(&out, "p2p_suite ok", "p2p_suite with a send/receive tail");
+}
+
+#[test]
 fn sm_three_ranks_everything() {
     suite(3, "self,sm", &[]);
 }

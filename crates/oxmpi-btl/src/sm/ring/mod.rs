@@ -42,9 +42,10 @@
 //! 8-byte message rate 25-30% higher than with one record per line, no
 //! change in latency). Records never wrap: one
 //! that would cross the end of the data area is preceded by a SKIP header that
-//! sends the consumer to the start. The largest payload is
-//! `capacity / 4 - 8` bytes ([`Ring::max_payload`]; 16376 B at the default
-//! 64 KiB).
+//! sends the consumer to the start. The largest record is a quarter of the
+//! data area plus one cache line: a payload of `capacity / 4 + 56` bytes
+//! ([`Ring::max_payload`]; 16440 B at the default 64 KiB, so a 16 KiB MPI
+//! message and its headers go in one record).
 //!
 //! Header word (little-endian `u64`, written last with one `Release` store,
 //! read by the consumer with one `Acquire` load):
@@ -144,7 +145,7 @@ const R_HEAD: usize = BLOCK;
 const R_CONSUMER_ATTACHED: usize = BLOCK + 8;
 const R_DATA: usize = 2 * BLOCK;
 /// Changes with the record layout ("RN2": 32-byte slots).
-const RING_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiRN2");
+const RING_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiRN3");
 
 // Header word.
 const TAG_SHIFT: u32 = 32;
@@ -248,9 +249,12 @@ impl Ring {
         R_DATA + capacity
     }
 
-    /// The largest payload a ring of `capacity` carries (`capacity/4 - 8`).
+    /// The largest payload a ring of `capacity` carries (`capacity/4 + 56`:
+    /// a record of a quarter of the ring and a cache line, at most 1 MiB,
+    /// what the header's length field holds).
     pub const fn max_payload(capacity: usize) -> usize {
-        capacity / 4 - HEADER_BYTES
+        let record = capacity / 4 + LINE;
+        (if record < 1 << 20 { record } else { 1 << 20 }) - HEADER_BYTES
     }
 
     /// Formats a ring in `mem` (which is exactly `required_bytes` long).
