@@ -65,6 +65,14 @@ impl Caps {
     /// [`SendOutcome::Done`], never `Pending`, so its token is never
     /// reported (the PML then completes a small eager send with no request).
     pub const SEND_DONE: Caps = Caps(1 << 6);
+    /// `put` is ordered with later traffic on its endpoint: its data lands
+    /// at the target before any fragment sent to that endpoint after the
+    /// `put` call is delivered, and its completion is local (the source
+    /// buffer may be reused). The target refuses a put (stale or forged key,
+    /// range outside the registration) by reporting
+    /// [`BtlSink::on_put_refused`] there, not to the initiator: the PML can
+    /// send its FIN right behind the put instead of waiting a round trip.
+    pub const PUT_ORDERED: Caps = Caps(1 << 7);
     /// No flag.
     pub const NONE: Caps = Caps(0);
 
@@ -463,6 +471,12 @@ pub trait BtlSink {
     /// The peer on `ep` is gone; operations in flight to it complete with
     /// errors through `on_complete`.
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError);
+    /// A put from the peer on `ep` was refused here (a module with
+    /// [`Caps::PUT_ORDERED`]): its data was dropped, before anything that
+    /// peer sent after it is delivered.
+    fn on_put_refused(&mut self, ep: Endpoint) {
+        let _ = ep;
+    }
 }
 
 /// A send descriptor: a BTL-owned buffer for headers and packed data, and

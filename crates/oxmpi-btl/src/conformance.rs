@@ -47,6 +47,8 @@ pub struct Recorder {
     pub completions: HashMap<Token, Vec<Result<(), BtlError>>>,
     /// Peers reported lost.
     pub lost: Vec<Endpoint>,
+    /// Peers whose put was refused here ([`Caps::PUT_ORDERED`]).
+    pub refused: Vec<Endpoint>,
 }
 
 impl BtlSink for Recorder {
@@ -58,6 +60,9 @@ impl BtlSink for Recorder {
     }
     fn on_peer_lost(&mut self, ep: Endpoint, _why: &BtlError) {
         self.lost.push(ep);
+    }
+    fn on_put_refused(&mut self, ep: Endpoint) {
+        self.refused.push(ep);
     }
 }
 
@@ -97,6 +102,7 @@ impl<B: Btl> Pair<B> {
                     let mut both = Recorder::default();
                     s.btl.progress(&mut both);
                     rx.recvs.extend(both.recvs);
+                    rx.refused.extend(both.refused);
                     for (t, r) in both.completions {
                         tx.completions.entry(t).or_default().extend(r);
                     }
@@ -160,6 +166,7 @@ pub fn run_all<B: Btl>(mut make: impl FnMut() -> Pair<B>) {
     back_pressure(make());
     rdma(make());
     forged_and_stale_keys(make());
+    put_ordered(make());
     sub_keys(make());
     peer_gone(make());
 }
@@ -686,22 +693,35 @@ pub fn sub_keys<B: Btl>(mut pair: Pair<B>) {
     let past = retry(&mut pair, &mut tx, &mut rx, &mut |b| {
         b.put(ep, region(&local[..2]), &part, 999, Token(2))
     });
+    // With PUT_ORDERED a put its target refuses completes here, and the
+    // target reports the refusal.
+    let ordered = pair.sender().btl.caps().contains(Caps::PUT_ORDERED);
     for (t, r, want_ok) in [(Token(1), ok, true), (Token(2), past, false)] {
         match r {
             Ok(()) => {
                 pair.drive(&mut tx, &mut rx, "sub-key put", |tx, _| {
                     tx.completions.contains_key(&t)
                 });
-                assert_eq!(
-                    tx.completions[&t][0].is_ok(),
-                    want_ok,
-                    "{name}: sub-key put {t:?}: {:?}",
-                    tx.completions[&t][0]
-                );
+                let done = tx.completions[&t][0].is_ok();
+                if ordered && done && !want_ok {
+                    pair.drive(&mut tx, &mut rx, "sub-key put refused", |_, rx| {
+                        !rx.refused.is_empty()
+                    });
+                } else {
+                    assert_eq!(
+                        done, want_ok,
+                        "{name}: sub-key put {t:?}: {:?}",
+                        tx.completions[&t][0]
+                    );
+                }
             }
             Err(e) => assert!(!want_ok, "{name}: sub-key put {t:?} refused: {e}"),
         }
     }
+    assert!(
+        ordered || rx.refused.is_empty(),
+        "{name}: a refusal reported by a BTL without PUT_ORDERED"
+    );
     let mut want = pattern(8192, 3);
     want[600..1100].copy_from_slice(&local[..500]);
     assert!(
@@ -758,7 +778,11 @@ pub fn forged_and_stale_keys<B: Btl>(mut pair: Pair<B>) {
     let bad = s.btl.put(ep, region(&local), &forged, 0, Token(2));
     let mut tx = Recorder::default();
     let mut rx = Recorder::default();
-    // Errors may be reported synchronously or as a failed completion.
+    // Errors may be reported synchronously or as a failed completion; with
+    // PUT_ORDERED a put the target refuses may complete here, and the
+    // target reports the refusal instead.
+    let ordered = caps.contains(Caps::PUT_ORDERED);
+    let mut refusals = 0;
     for (what, r, t) in [
         ("an offset past the end", past, Token(1)),
         ("a forged key", bad, Token(2)),
@@ -767,10 +791,15 @@ pub fn forged_and_stale_keys<B: Btl>(mut pair: Pair<B>) {
             pair.drive(&mut tx, &mut rx, what, |tx, _| {
                 tx.completions.contains_key(&t)
             });
-            assert!(
-                tx.completions[&t][0].is_err(),
-                "{name}: put with {what} succeeded"
-            );
+            if ordered && tx.completions[&t][0].is_ok() {
+                refusals += 1;
+                pair.drive(&mut tx, &mut rx, what, |_, rx| rx.refused.len() >= refusals);
+            } else {
+                assert!(
+                    tx.completions[&t][0].is_err(),
+                    "{name}: put with {what} succeeded"
+                );
+            }
         }
     }
     match &mut pair {
@@ -783,15 +812,101 @@ pub fn forged_and_stale_keys<B: Btl>(mut pair: Pair<B>) {
         pair.drive(&mut tx, &mut rx, "stale key", |tx, _| {
             tx.completions.contains_key(&Token(3))
         });
-        assert!(
-            tx.completions[&Token(3)][0].is_err(),
-            "{name}: put to a deregistered key succeeded"
-        );
+        if ordered && tx.completions[&Token(3)][0].is_ok() {
+            refusals += 1;
+            pair.drive(&mut tx, &mut rx, "stale key", |_, rx| {
+                rx.refused.len() >= refusals
+            });
+        } else {
+            assert!(
+                tx.completions[&Token(3)][0].is_err(),
+                "{name}: put to a deregistered key succeeded"
+            );
+        }
     }
+    assert_eq!(rx.refused.len(), refusals, "{name}: refusals reported");
     assert!(
         remote.iter().all(|&b| b == 0),
         "{name}: a rejected put wrote memory"
     );
+}
+
+/// [`Caps::PUT_ORDERED`]: a put's data is in place when a fragment sent
+/// after it arrives, for puts of every size class, and a put refused at
+/// the target is reported there before that fragment.
+pub fn put_ordered<B: Btl>(mut pair: Pair<B>) {
+    let caps = pair.sender().btl.caps();
+    if !caps.contains(Caps::PUT_ORDERED) {
+        return;
+    }
+    let name = pair.sender().btl.name();
+    let max = 3 << 20;
+    let mut remote = vec![0u8; max];
+    let reg = match &mut pair {
+        Pair::Loopback(s) => s.btl.register_mem(region(&remote), Access::REMOTE_WRITE),
+        Pair::Two(_, b) | Pair::Clocked(_, b, _) => {
+            b.btl.register_mem(region(&remote), Access::REMOTE_WRITE)
+        }
+    }
+    .unwrap();
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    for (k, len) in [1usize, 100, 4096, 70_000, max].into_iter().enumerate() {
+        let data = pattern(len, k as u8 + 3);
+        let s = pair.sender();
+        let ep = s.ep;
+        s.btl
+            .put(ep, region(&data), &reg.key, 0, Token(100 + k as u64))
+            .unwrap_or_else(|e| panic!("{name}: put of {len} bytes: {e}"));
+        // A refused put (a forged key) between the put and the fragment.
+        let forged = crate::btl::RemoteKey::new(&[0xee; 16]).unwrap();
+        let refused = s
+            .btl
+            .put(ep, region(&data), &forged, 0, Token(200 + k as u64))
+            .is_ok();
+        loop {
+            match pair
+                .sender()
+                .btl
+                .sendi(ep, AmTag(77), &[&(k as u32).to_le_bytes()])
+            {
+                Ok(()) => break,
+                Err(BtlError::NoResource) => pair.pump(&mut tx, &mut rx),
+                Err(e) => panic!("{name}: sendi after a put: {e}"),
+            }
+        }
+        let before = rx.recvs.len();
+        let seen = rx.refused.len();
+        let mut landed = false;
+        let mut refused_first = !refused;
+        pair.drive(&mut tx, &mut rx, "put then fragment", |_, rx| {
+            if rx.recvs.len() > before {
+                // The fragment is here: the put's data must be too, and
+                // the refusal reported.
+                landed = remote[..len] == data[..];
+                refused_first |= rx.refused.len() > seen;
+                return true;
+            }
+            false
+        });
+        assert!(
+            landed,
+            "{name}: a {len}-byte put was not in place when the fragment after it arrived"
+        );
+        assert!(
+            refused_first,
+            "{name}: a refused put was not reported before the fragment after it"
+        );
+        pair.drive(&mut tx, &mut rx, "put completions", |tx, _| {
+            tx.completions.contains_key(&Token(100 + k as u64))
+        });
+        assert!(
+            tx.completions[&Token(100 + k as u64)][0].is_ok(),
+            "{name}: put failed"
+        );
+        remote[..len].fill(0);
+    }
+    let _ = &mut remote;
 }
 
 /// A peer that goes away (two-module pairs; a loopback pair has no other

@@ -50,6 +50,10 @@ pub struct SimConfig {
     pub no_resource_ppm: u32,
     /// Fragments in flight per sending module before NoResource.
     pub max_in_flight: usize,
+    /// Puts are ordered with later fragments ([`Caps::PUT_ORDERED`]; needs
+    /// `ordered`): a put completes at once and a refused one is reported
+    /// to its target, in order with the fragments (as the tcp BTL does).
+    pub put_ordered: bool,
     /// The module's limits.
     pub limits: Limits,
 }
@@ -64,6 +68,7 @@ impl Default for SimConfig {
             ordered: true,
             no_resource_ppm: 0,
             max_in_flight: 256,
+            put_ordered: false,
             limits: Limits {
                 eager_limit: 4096,
                 rndv_eager_limit: 4096,
@@ -110,6 +115,8 @@ enum Event {
         tag: AmTag,
         data: Vec<u8>,
     },
+    /// A put from `from` to `to` was refused at `to` (`put_ordered`).
+    Refused { from: u32, to: u32 },
     /// An operation of `rank` completes.
     Done {
         rank: u32,
@@ -251,6 +258,12 @@ impl SimNet {
                     }
                     *to
                 }
+                Event::Refused { from, to } => {
+                    if w.dead.contains(from) {
+                        continue;
+                    }
+                    *to
+                }
                 Event::Done { rank, .. } => *rank,
             };
             if !w.dead.contains(&to) {
@@ -354,7 +367,7 @@ impl SimBtl {
     ) -> Result<(), BtlError> {
         let peer = self.admit(ep)?;
         let mut w = self.net.world.borrow_mut();
-        let result = Self::resolve(&w, peer, remote, off, local.len()).map(|target| {
+        let mut result = Self::resolve(&w, peer, remote, off, local.len()).map(|target| {
             // The copy happens at once; its completion is reported after the
             // virtual transfer time.
             if put {
@@ -363,6 +376,13 @@ impl SimBtl {
                 local.write(0, target.read());
             }
         });
+        if put && result.is_err() && w.cfg.put_ordered && w.cfg.ordered {
+            // Refused at the target, which hears of it in order with what
+            // this module sends it next; the put is done here.
+            let (from, to) = (self.rank, peer);
+            w.schedule(from, to, 0, Event::Refused { from, to });
+            result = Ok(());
+        }
         w.schedule(
             self.rank,
             self.rank,
@@ -396,10 +416,11 @@ impl Btl for SimBtl {
 
     fn caps(&self) -> Caps {
         let base = Caps::SEND | Caps::SENDI | Caps::PUT | Caps::GET;
-        if self.net.world.borrow().cfg.ordered {
-            base | Caps::ORDERED
-        } else {
-            base
+        let cfg = self.net.world.borrow().cfg;
+        match (cfg.ordered, cfg.put_ordered) {
+            (true, true) => base | Caps::ORDERED | Caps::PUT_ORDERED,
+            (true, false) => base | Caps::ORDERED,
+            _ => base,
         }
     }
 
@@ -609,6 +630,12 @@ impl Btl for SimBtl {
                         n += 1;
                     }
                 }
+                Event::Refused { from, .. } => {
+                    if let Some(ep) = self.endpoint_of(from) {
+                        sink.on_put_refused(ep);
+                        n += 1;
+                    }
+                }
                 Event::Done { token, result, .. } => {
                     sink.on_complete(token, result);
                     n += 1;
@@ -625,18 +652,21 @@ impl Btl for SimBtl {
         let mut n = 0;
         loop {
             // The first fragment from `peer` still waiting for progress
-            // (the others stay, in order).
+            // (the others stay, in order); a refused put's report first
+            // stops here, for `progress` to deliver.
             let frag = {
                 let mut w = self.net.world.borrow_mut();
                 let Some(q) = w.inbox.get_mut(&self.rank) else {
                     break;
                 };
-                let Some(i) = q
-                    .iter()
-                    .position(|ev| matches!(ev, Event::Frag { from, .. } if *from == peer))
-                else {
+                let Some(i) = q.iter().position(|ev| {
+                    matches!(ev, Event::Frag { from, .. } | Event::Refused { from, .. } if *from == peer)
+                }) else {
                     break;
                 };
+                if matches!(q[i], Event::Refused { .. }) {
+                    break;
+                }
                 q.remove(i)
             };
             if let Event::Frag { tag, data, .. } = frag {

@@ -135,3 +135,16 @@ fn a_lost_peer_is_reported_and_refuses_operations() {
 fn delivers_from_one_peer_alone() {
     conformance::progress_from_delivers(sim_pair(SimConfig::default()));
 }
+
+#[test]
+fn conforms_with_ordered_puts() {
+    let cfg = SimConfig {
+        put_ordered: true,
+        ..SimConfig::default()
+    };
+    let pair = sim_pair(cfg);
+    if let conformance::Pair::Clocked(a, _, _) = &pair {
+        assert!(a.btl.caps().contains(Caps::PUT_ORDERED));
+    }
+    conformance::run_all(|| sim_pair(cfg));
+}

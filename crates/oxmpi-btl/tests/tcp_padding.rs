@@ -207,8 +207,15 @@ fn tcp_padded_frames_arrive_whole_and_in_order() {
         "forged put refused",
         |ra, rb| rb.recvs.len() > want && ra.completions.iter().any(|(t, _)| t.0 == 20_000),
     );
+    // Done here (written); refused at the target, reported there before the
+    // fragment after it.
     let (_, r) = ra.completions.iter().find(|(t, _)| t.0 == 20_000).unwrap();
-    assert!(r.is_err(), "a forged put must fail: {r:?}");
+    assert!(r.is_ok(), "a put is done once written: {r:?}");
+    assert_eq!(rb.refused.len(), 1, "the target reports the refused put");
+    assert_eq!(
+        rb.refused[0].1, want,
+        "reported before the fragment after it"
+    );
     assert_eq!(rb.recvs.len(), want + 1);
     assert_eq!(
         rb.recvs[want].2, [9; 5],

@@ -440,11 +440,13 @@ enum TokKind {
     Frag,
     Get(usize),
     /// A put of `len` bytes for `recv_req`; `nanos`: how long the BTL's
-    /// call took (see [`copy_nanos`]).
+    /// call took (see [`copy_nanos`]); `ordered`: its FIN left right
+    /// behind it ([`Caps::PUT_ORDERED`]), none is owed on completion.
     Put {
         recv_req: ReqRef,
         len: usize,
         nanos: u32,
+        ordered: bool,
     },
     Ctl,
 }
@@ -2213,12 +2215,16 @@ impl<B: ?Sized + Btl> Ob1<B> {
             );
             return;
         };
+        // Ordered with what follows on its endpoint: the FIN goes right
+        // behind the put, over the same BTL, instead of on its completion.
+        let ordered = st.caps[b].contains(Caps::PUT_ORDERED);
         let tok = st.alloc_tok(Tok {
             req: send_req,
             kind: TokKind::Put {
                 recv_req,
                 len,
                 nanos: 0,
+                ordered,
             },
         });
         let t0 = Instant::now();
@@ -2230,6 +2236,18 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 })) = st.toks.get_mut(tok.0 as usize)
                 {
                     *nanos = copy_nanos(t0);
+                }
+                if ordered {
+                    st.actions.push_back(Action::CtlVia {
+                        peer,
+                        btl: b,
+                        hdr: Hdr::Fin {
+                            req: recv_req,
+                            size: len as u64,
+                            status: 0,
+                            nanos: 0,
+                        },
+                    });
                 }
                 st.counters.puts += 1;
                 st.counters.bytes_sent[peer as usize] += len as u64;
@@ -3713,21 +3731,24 @@ impl BtlSink for Sink<'_> {
                 recv_req,
                 len,
                 nanos,
+                ordered,
             } => {
                 let Some(s) = st.reqs.send_mut(tok.req) else {
                     return;
                 };
                 s.put_done += len;
                 let peer = s.peer;
-                st.actions.push_back(Action::Ctl {
-                    peer,
-                    hdr: Hdr::Fin {
-                        req: recv_req,
-                        size: len as u64,
-                        status: 0,
-                        nanos,
-                    },
-                });
+                if !ordered {
+                    st.actions.push_back(Action::Ctl {
+                        peer,
+                        hdr: Hdr::Fin {
+                            req: recv_req,
+                            size: len as u64,
+                            status: 0,
+                            nanos,
+                        },
+                    });
+                }
                 st.check_send_done(tok.req);
             }
         }
@@ -3736,6 +3757,12 @@ impl BtlSink for Sink<'_> {
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
         if let Some(peer) = self.st.peer_by_ep(self.btl, ep) {
             self.st.peer_failed(peer, &why.to_string());
+        }
+    }
+
+    fn on_put_refused(&mut self, ep: Endpoint) {
+        if let Some(peer) = self.st.peer_by_ep(self.btl, ep) {
+            self.st.puts_refused(peer);
         }
     }
 }
@@ -3760,6 +3787,39 @@ impl State {
                 }
                 p
             }
+        }
+    }
+
+    /// A put from `peer` was refused here (a stale or forged key: its data
+    /// was dropped, and its FIN may follow). Which receive it was for is
+    /// not known, so every receive from `peer` taking data by put fails
+    /// (never completes with data that did not arrive). Counted as a bad
+    /// fragment.
+    #[cold]
+    fn puts_refused(&mut self, peer: u32) {
+        self.counters.bad_fragments += 1;
+        let waiting: Vec<ReqRef> = self
+            .reqs
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, slot)| {
+                let q = slot.req.as_ref()?;
+                match &q.kind {
+                    Kind::Recv(rr)
+                        if !q.done && rr.matched && rr.peer == peer && !rr.regs.is_empty() =>
+                    {
+                        Some(ReqRef {
+                            index: i as u32,
+                            generation: slot.gen,
+                        })
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        for r in waiting {
+            self.fail(r, ErrClass::Intern, "a put of its data was refused here");
         }
     }
 

@@ -27,6 +27,8 @@ struct Masked<B: Btl> {
     /// Control messages of this active-message tag are held back (sent
     /// by a later progress call once `Hold::release` is set).
     hold: Option<Rc<Hold>>,
+    /// Puts go out with a forged key (the target refuses them).
+    forge_keys: bool,
 }
 
 /// Control messages a [`Masked`] BTL holds back.
@@ -116,6 +118,10 @@ impl<B: Btl> Btl for Masked<B> {
         if self.fail.contains(Caps::PUT) {
             return Err(BtlError::Io("injected put failure".into()));
         }
+        if self.forge_keys {
+            let forged = RemoteKey::new(&[0xee; 28]).expect("a key");
+            return self.inner.put(ep, local, &forged, remote_offset, token);
+        }
         self.inner.put(ep, local, remote, remote_offset, token)
     }
     fn get(
@@ -179,6 +185,7 @@ fn world_failing(
         extra,
         fail,
         hold: None,
+        forge_keys: false,
     })
 }
 
@@ -790,6 +797,62 @@ fn rdma_put_direct_and_pipeline() {
     assert_eq!((r.rdma_put, s.puts), (1, 1), "{s:?} {r:?}");
 }
 
+/// A world whose BTL puts in order with its fragments (as tcp does) and
+/// cannot get; `forge`: rank `forge`'s puts carry a forged key.
+fn world_put_ordered(forge: Option<u32>) -> World {
+    let sim = SimConfig {
+        put_ordered: true,
+        ..SimConfig::default()
+    };
+    let keep = (all_caps() - Caps::GET) | Caps::PUT_ORDERED;
+    world_over(vec![SimNet::new(sim)], 2, sim_pml(), |r, inner| Masked {
+        inner,
+        keep,
+        extra: Caps::NONE,
+        fail: Caps::NONE,
+        hold: None,
+        forge_keys: forge == Some(r),
+    })
+}
+
+#[test]
+fn an_ordered_put_sends_its_fin_right_behind_it() {
+    // RDMA pipeline (several puts) and a direct put: the FIN of each put
+    // follows it at once, the data is in place when it arrives.
+    for len in [600 * 1024, 400 * 1024] {
+        let mut w = world_put_ordered(None);
+        let (ss, rs) = transfer(&mut w, len, SendMode::Standard);
+        assert_eq!((ss.bytes, rs.bytes, rs.error), (len, len, None));
+        let (s, r) = (w.ranks[0].counters(), w.ranks[1].counters());
+        assert!(s.puts >= 1, "{s:?}");
+        assert!(r.rdma_pipeline + r.rdma_put == 1, "{r:?}");
+        assert_eq!(r.bad_fragments, 0, "{r:?}");
+    }
+}
+
+#[test]
+fn a_refused_ordered_put_fails_the_receive_not_the_send() {
+    // The target drops the data of a put with a forged key and says so
+    // before the FIN behind it arrives: the receive fails (no data
+    // claimed), the send completes (its data left), nothing hangs.
+    let mut w = world_put_ordered(Some(0));
+    let len = 400 * 1024;
+    let mut src = Mem::pattern(len, 7);
+    let mut dst = Mem::zeros(len);
+    let s = w.ranks[0]
+        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    let rs = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(5));
+    let ss = w.wait(0, s);
+    assert_eq!(rs.error, Some(ErrClass::Intern), "{rs:?}");
+    assert_eq!(ss.error, None, "{ss:?}");
+    assert!(w.ranks[1].counters().bad_fragments >= 1);
+    // The pair still works afterwards.
+    let mut w2 = world_put_ordered(None);
+    transfer(&mut w2, 8, SendMode::Standard);
+    transfer(&mut w, 8, SendMode::Standard);
+}
+
 #[test]
 fn send_receive_pipeline_without_rdma() {
     let keep = Caps::SEND | Caps::SENDI | Caps::ORDERED;
@@ -1377,6 +1440,7 @@ fn world_links(cfgs: [SimConfig; 2], keep: Caps, fail: Caps, pml: PmlConfig) -> 
         extra: Caps::NONE,
         fail,
         hold: None,
+        forge_keys: false,
     })
 }
 
@@ -1628,6 +1692,7 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
         extra: Caps::NONE,
         fail: Caps::NONE,
         hold: (r == 0).then(|| Rc::clone(&hold)),
+        forge_keys: false,
     });
     let len = 100 * 1024;
     let mut src = Mem::pattern(len, 1);

@@ -71,11 +71,15 @@
 //!
 //! # Capabilities
 //!
-//! `SEND | SENDI | SEND_INPLACE | PUT | ORDERED`. `prepare_src` references
-//! the user's data in place (written with `writev`). PUT is emulated: the
-//! data follows a put header in a frame and the target receives it straight
-//! into its registered memory, then acknowledges; the put completes on the
-//! acknowledgement. Registrations are shared by the process's tcp modules,
+//! `SEND | SENDI | SEND_INPLACE | PUT | ORDERED | PUT_ORDERED`. `prepare_src`
+//! references the user's data in place (written with `writev`). PUT is
+//! emulated: the data follows a put header in a frame and the target
+//! receives it straight into its registered memory, before any frame after
+//! it on the connection. The put completes once written (nothing is
+//! acknowledged: the PML sends its FIN right behind it); a put the target
+//! refuses (stale or forged key, range outside the registration) is read
+//! and dropped, and reported there (`BtlSink::on_put_refused`), in order
+//! with the frames. Registrations are shared by the process's tcp modules,
 //! since a put arrives on whichever module the sender's is paired with.
 //! `get` is [`BtlError::Unsupported`].
 
@@ -102,7 +106,7 @@ use crate::mem::MemRegion;
 pub use iface::{IfFilter, IfSpec, Interface};
 pub use wire::{Card, CardEntry};
 
-use wire::{Handshake, HsKind, PutHdr, FRAME_HDR_LEN, HS_LEN, PUT_ACK_LEN, PUT_HDR_LEN};
+use wire::{Handshake, HsKind, PutHdr, FRAME_HDR_LEN, HS_LEN, PUT_HDR_LEN};
 
 /// Default limits, as Open MPI's tcp BTL (128 KiB pipeline fragments,
 /// exclusivity 100, latency 100, bandwidth 100 per link) except:
@@ -469,13 +473,11 @@ struct Books {
     stats: TcpStats,
     /// Fragments queued to all peers.
     queued_frags: usize,
-    /// Puts waiting for their target's acknowledgement, all peers.
-    puts_out: usize,
 }
 
 impl Books {
     /// Completes everything `p` owes with `err`: its queued fragments and
-    /// its puts awaiting acknowledgement (the peer is lost or deleted).
+    /// puts (the peer is lost or deleted).
     fn fail_all(&mut self, p: &mut Peer, err: &BtlError) {
         for f in p.queue.drain(..) {
             self.queued_frags -= 1;
@@ -485,10 +487,6 @@ impl Books {
             self.pool.put(f.buf);
         }
         p.queued = 0;
-        for (_, t) in p.puts.drain(..) {
-            self.puts_out -= 1;
-            self.completions.push_back((t, Err(err.clone())));
-        }
     }
 
     /// A fragment fully written: recycle its buffer, complete its token.
@@ -529,9 +527,7 @@ struct Peer {
     /// Sum of the queued fragments' costs.
     queued: usize,
     tries: u32,
-    /// Puts sent and not yet acknowledged, in order: (seq, token).
-    puts: VecDeque<(u32, Token)>,
-    /// The next put's sequence number.
+    /// The next put's sequence number (in its header, for the logs).
     put_seq: u32,
 }
 
@@ -588,7 +584,6 @@ struct Landing {
     nonce: u64,
     got: usize,
     total: usize,
-    seq: u32,
     /// Padding after the data, skipped once it has all landed.
     trail: usize,
 }
@@ -616,15 +611,6 @@ fn lock(t: &SharedRegs) -> std::sync::MutexGuard<'_, RegTable> {
     // A panic elsewhere cannot leave the table half-updated (every update
     // is one assignment), so a poisoned lock is still usable.
     t.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// What reading a connection hands back besides fragments.
-#[derive(Debug, Default)]
-struct ReadOut {
-    /// Puts that landed (or were refused): acknowledge `(seq, status)`.
-    acks_out: Vec<(u32, u32)>,
-    /// Acknowledgements of our puts: `(seq, status)`.
-    acks_in: Vec<(u32, u32)>,
 }
 
 impl Conn {
@@ -753,8 +739,6 @@ pub struct TcpBtl {
     books: Books,
     /// Our registrations (index = id), shared by this process's modules.
     regs: SharedRegs,
-    /// Acknowledgements and landings of the connection being read.
-    read_out: ReadOut,
 }
 
 impl TcpBtl {
@@ -870,10 +854,8 @@ impl TcpBtl {
                     lost: VecDeque::new(),
                     stats: TcpStats::default(),
                     queued_frags: 0,
-                    puts_out: 0,
                 },
                 regs: regs.clone(),
-                read_out: ReadOut::default(),
             });
         }
         Ok(out)
@@ -1341,7 +1323,6 @@ impl TcpBtl {
             &mut self.books.stats,
             &mut delivered,
             &self.regs,
-            &mut self.read_out,
         );
         match end {
             ReadEnd::Drained => {}
@@ -1351,78 +1332,10 @@ impl TcpBtl {
             }
             ReadEnd::Failed(ref why) => {
                 let why = why.clone();
-                self.read_out.acks_out.clear();
-                self.read_out.acks_in.clear();
                 self.conn_failed(slot, why);
-                return delivered;
             }
         }
-        delivered += self.settle_puts(ep);
         delivered
-    }
-
-    /// Acknowledges the puts that landed on `ep` and completes ours that
-    /// `ep` acknowledged. Returns how many events that was.
-    fn settle_puts(&mut self, ep: Endpoint) -> usize {
-        let mut n = 0;
-        // Acknowledgements first: our puts they settle are done even if
-        // the connection breaks while we answer the peer's.
-        let mut got = std::mem::take(&mut self.read_out.acks_in);
-        let mut broken = None;
-        for &(seq, status) in &got {
-            let p = &mut self.peers[ep.0 as usize];
-            match p.puts.front() {
-                Some(&(want, token)) if want == seq => {
-                    p.puts.pop_front();
-                    self.books.puts_out -= 1;
-                    let r = if status == 0 {
-                        Ok(())
-                    } else {
-                        Err(BtlError::Invalid(
-                            "tcp: the target refused the put (stale or forged key, or a range \
-                             outside its registration)"
-                                .into(),
-                        ))
-                    };
-                    self.books.completions.push_back((token, r));
-                    n += 1;
-                }
-                _ => {
-                    broken = Some(format!(
-                        "connection to rank {}: acknowledgement of an unknown put {seq}",
-                        p.rank
-                    ));
-                    break;
-                }
-            }
-        }
-        got.clear();
-        self.read_out.acks_in = got;
-        let mut acks = std::mem::take(&mut self.read_out.acks_out);
-        if let Some(why) = broken {
-            acks.clear();
-            self.read_out.acks_out = acks;
-            self.lose_peer(ep, why);
-            return n;
-        }
-        for &(seq, status) in &acks {
-            let hdr = wire::frame_header_kind(PUT_ACK_LEN, 0, wire::KIND_PUT_ACK);
-            let mut buf = self.books.pool.get(PUT_ACK_LEN);
-            buf.extend_from_slice(&wire::put_ack(seq, status));
-            let f = OutFrag {
-                hdr,
-                buf,
-                inplace: None,
-                sent: 0,
-                token: None,
-            };
-            // Control traffic: never refused for a full queue (and dropped
-            // if the peer was lost meanwhile).
-            self.enqueue(ep, f);
-        }
-        acks.clear();
-        self.read_out.acks_out = acks;
-        n
     }
 
     /// An established connection broke.
@@ -1532,8 +1445,8 @@ impl TcpBtl {
 
     /// Writes (or queues) one frame: `hdr`, then the descriptor's bytes
     /// and its in-place data. `token` completes when it is all written
-    /// (`None`: nothing to report, as for a put, which its acknowledgement
-    /// completes). A full queue refuses it with `NoResource`.
+    /// (`None`: nothing to report). A full queue refuses it with
+    /// `NoResource`.
     fn send_frame(
         &mut self,
         hdr: [u8; FRAME_HDR_LEN],
@@ -1747,8 +1660,8 @@ fn compact(c: &mut Conn) {
 
 /// Reads and delivers fragments until the socket is empty or the budget is
 /// spent. Put data is received straight into its registered target (what
-/// arrived with the header is copied; the rest lands with no copy), and
-/// each put and put acknowledgement is handed back in `out`.
+/// arrived with the header is copied; the rest lands with no copy); a
+/// refused put is reported to `sink` once its data was read and dropped.
 #[allow(clippy::too_many_arguments)]
 fn read_frames(
     c: &mut Conn,
@@ -1758,7 +1671,6 @@ fn read_frames(
     stats: &mut TcpStats,
     delivered: &mut usize,
     regs: &SharedRegs,
-    out: &mut ReadOut,
 ) -> ReadEnd {
     let mut budget = READ_BUDGET;
     loop {
@@ -1795,7 +1707,9 @@ fn read_frames(
             stats.bytes_received += n as u64;
             l.got += n;
             if l.got == l.total {
-                out.acks_out.push((l.seq, u32::from(l.target.is_none())));
+                if l.target.is_none() {
+                    sink.on_put_refused(ep);
+                }
                 c.discard = l.trail;
                 c.landing = None;
                 rewind(c);
@@ -1886,7 +1800,9 @@ fn read_frames(
                     }
                     c.rstart += need + have;
                     if have == total {
-                        out.acks_out.push((h.seq, u32::from(target.is_none())));
+                        if target.is_none() {
+                            sink.on_put_refused(ep);
+                        }
                         *delivered += 1;
                         c.discard = trail;
                     } else {
@@ -1898,18 +1814,10 @@ fn read_frames(
                             nonce: h.nonce,
                             got: have,
                             total,
-                            seq: h.seq,
                             trail,
                         });
                         break;
                     }
-                }
-                wire::KIND_PUT_ACK => {
-                    let Some(a) = wire::parse_put_ack(&c.rbuf[body]) else {
-                        return ReadEnd::Failed("protocol error: short put acknowledgement".into());
-                    };
-                    out.acks_in.push(a);
-                    c.rstart += need;
                 }
                 _ => {
                     sink.on_recv(ep, AmTag(tag), &c.rbuf[body]);
@@ -2011,8 +1919,15 @@ impl Btl for TcpBtl {
 
     fn caps(&self) -> Caps {
         // PUT is emulated: the data travels in a frame and is received
-        // straight into the target's registered memory.
-        Caps::SEND | Caps::SENDI | Caps::SEND_INPLACE | Caps::PUT | Caps::ORDERED
+        // straight into the target's registered memory, before the frames
+        // after it on the connection (PUT_ORDERED: done once written; a
+        // refusal is the target's to report).
+        Caps::SEND
+            | Caps::SENDI
+            | Caps::SEND_INPLACE
+            | Caps::PUT
+            | Caps::ORDERED
+            | Caps::PUT_ORDERED
     }
 
     fn limits(&self) -> &Limits {
@@ -2089,7 +2004,6 @@ impl Btl for TcpBtl {
             queue: VecDeque::new(),
             queued: 0,
             tries: 0,
-            puts: VecDeque::new(),
             put_seq: 0,
         });
         self.by_rank.insert(peer.rank, ep);
@@ -2359,9 +2273,6 @@ impl Btl for TcpBtl {
             offset: base.saturating_add(remote_offset as u64),
             seq,
         };
-        // Counted before the write: a peer lost meanwhile completes it.
-        p.puts.push_back((seq, token));
-        self.books.puts_out += 1;
         let mut buf = self.books.pool.get(PUT_HDR_LEN);
         buf.extend_from_slice(&h.encode());
         let desc = Descriptor {
@@ -2370,23 +2281,22 @@ impl Btl for TcpBtl {
             inplace: Some(local),
         };
         let hdr = wire::frame_header_kind(len, 0, wire::KIND_PUT);
-        match self.send_frame(hdr, desc, None) {
-            Ok(_) => {
+        // Done once written (Caps::PUT_ORDERED): the target acknowledges
+        // nothing, and reports a refusal on its side.
+        match self.send_frame(hdr, desc, Some(token)) {
+            Ok(out) => {
                 let p = &mut self.peers[ep.0 as usize];
                 p.put_seq = p.put_seq.wrapping_add(1);
+                if out == SendOutcome::Done {
+                    // Written whole now: reported with the next progress, as
+                    // every completion is.
+                    self.books.completions.push_back((token, Ok(())));
+                }
                 Ok(())
             }
             Err((desc, e)) => {
                 self.books.pool.put(desc.buf);
-                let p = &mut self.peers[ep.0 as usize];
-                if p.puts.back().is_some_and(|&(s, t)| s == seq && t == token) {
-                    p.puts.pop_back();
-                    self.books.puts_out -= 1;
-                    Err(e)
-                } else {
-                    // The peer was lost meanwhile: its completion reports it.
-                    Ok(())
-                }
+                Err(e)
             }
         }
     }
@@ -2471,7 +2381,6 @@ impl Btl for TcpBtl {
             || !self.books.completions.is_empty()
             || !self.books.lost.is_empty()
             || self.books.queued_frags > 0
-            || self.books.puts_out > 0
             || self.connecting > 0
             || self.pending_hellos > 0
             || self.waiting > 0
@@ -2481,7 +2390,6 @@ impl Btl for TcpBtl {
         // Queued fragments must reach the kernel; an idle listener or a
         // handshake in progress holds nothing of ours.
         self.books.queued_frags == 0
-            && self.books.puts_out == 0
             && self.books.completions.is_empty()
             && self.books.lost.is_empty()
     }

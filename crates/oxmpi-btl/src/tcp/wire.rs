@@ -47,13 +47,12 @@
 //! # Fragment frame
 //!
 //! ```text
-//!  0  4  payload length (u32); for data and PUT_ACK at most the
-//!         receiver's largest fragment
+//!  0  4  payload length (u32); for data at most the receiver's largest
+//!         fragment
 //!  4  1  active-message tag
-//!  5  1  kind: 0 = data, 1 = PUT, 2 = PUT_ACK
-//!  6  1  lead: padding bytes between this header and the payload (0..=63;
-//!         0 in a PUT_ACK)
-//!  7  1  trail: padding bytes after the payload (0..=63; 0 in a PUT_ACK)
+//!  5  1  kind: 0 = data, 1 = PUT
+//!  6  1  lead: padding bytes between this header and the payload (0..=63)
+//!  7  1  trail: padding bytes after the payload (0..=63)
 //!  8  .. `lead` bytes of padding, the payload, `trail` bytes of padding
 //! ```
 //!
@@ -69,8 +68,10 @@
 //! the frames after them; that costs speed, never correctness.
 //!
 //! A PUT payload is a 24-byte put header (registration id u32, nonce u64,
-//! offset u64, sequence u32) and the data; a PUT_ACK payload is the
-//! sequence (u32) and a status (u32, 0 = done).
+//! offset u64, sequence u32) and the data. A put is not acknowledged: it is
+//! done for its sender once written, its data lands before the frames that
+//! follow it on the connection, and a put the target refuses is reported
+//! there (wire version 3; version 2 acknowledged every put).
 
 use std::net::Ipv4Addr;
 
@@ -87,19 +88,15 @@ pub const CARD_ENTRY_LEN: usize = 12;
 
 const CARD_MAGIC: &[u8; 4] = b"OXTC";
 const HS_MAGIC: &[u8; 4] = b"OXTH";
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 const FAMILY_IPV4: u8 = 4;
 /// An ordinary fragment for a PML handler.
 pub const KIND_DATA: u8 = 0;
 /// A frame whose payload is a put header and data for registered memory.
 pub const KIND_PUT: u8 = 1;
-/// The target's answer to a put: `seq` and a status.
-pub const KIND_PUT_ACK: u8 = 2;
 /// Bytes of a put header: registration id (u32), nonce (u64), offset (u64),
 /// sequence number (u32).
 pub const PUT_HDR_LEN: usize = 24;
-/// Bytes of a put acknowledgement: sequence number (u32), status (u32).
-pub const PUT_ACK_LEN: usize = 8;
 /// Bytes of a tcp remote key: magic, id (u32), nonce (u64), base (u64),
 /// length (u64).
 pub const KEY_LEN: usize = 32;
@@ -381,7 +378,7 @@ pub struct Frame {
     pub len: usize,
     /// Active-message tag.
     pub tag: u8,
-    /// `KIND_DATA`, `KIND_PUT` or `KIND_PUT_ACK`.
+    /// `KIND_DATA` or `KIND_PUT`.
     pub kind: u8,
     /// Padding bytes before the payload.
     pub lead: usize,
@@ -438,14 +435,6 @@ pub fn parse_frame(h: &[u8], max_len: usize) -> Result<Frame, String> {
                 return Err(format!("put frame of {} bytes has no put header", f.len));
             }
         }
-        KIND_PUT_ACK => {
-            if f.len != PUT_ACK_LEN {
-                return Err(format!("put acknowledgement of {} bytes", f.len));
-            }
-            if f.lead != 0 || f.trail != 0 {
-                return Err("padded put acknowledgement".into());
-            }
-        }
         KIND_DATA => {
             if f.len > max_len {
                 return Err(format!(
@@ -500,23 +489,6 @@ impl PutHdr {
             seq: u32_at(20),
         })
     }
-}
-
-/// A put acknowledgement's payload: `seq` and `status` (0: done).
-pub fn put_ack(seq: u32, status: u32) -> [u8; PUT_ACK_LEN] {
-    let mut b = [0u8; PUT_ACK_LEN];
-    b[..4].copy_from_slice(&seq.to_le_bytes());
-    b[4..].copy_from_slice(&status.to_le_bytes());
-    b
-}
-
-/// Decodes a put acknowledgement's payload.
-pub fn parse_put_ack(b: &[u8]) -> Option<(u32, u32)> {
-    let b = b.get(..PUT_ACK_LEN)?;
-    Some((
-        u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-        u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-    ))
 }
 
 /// A tcp remote key: `(id, nonce, base, length)`: the part `[base,
@@ -624,17 +596,14 @@ mod tests {
         let h = frame_header(100, 5);
         assert_eq!(parse_frame(&h, 100), Ok(data(100, 5)));
         // Put frames are not bounded by the fragment limit, but need their
-        // header; acknowledgements have one size.
+        // header; kind 2 (version 2's put acknowledgement) is no kind.
         let p = frame_header_kind(1 << 30, 0, KIND_PUT);
         assert_eq!(
             parse_frame(&p, 100).map(|f| (f.len, f.kind)),
             Ok((1 << 30, KIND_PUT))
         );
         assert!(parse_frame(&frame_header_kind(PUT_HDR_LEN - 1, 0, KIND_PUT), 100).is_err());
-        let a = frame_header_kind(PUT_ACK_LEN, 0, KIND_PUT_ACK);
-        assert_eq!(parse_frame(&a, 100).map(|f| f.kind), Ok(KIND_PUT_ACK));
-        assert!(parse_frame(&frame_header_kind(9, 0, KIND_PUT_ACK), 100).is_err());
-        assert!(parse_frame(&with_pads(a, 1, 0), 100).is_err());
+        assert!(parse_frame(&frame_header_kind(8, 0, 2), 100).is_err());
         assert!(parse_frame(&frame_header_kind(8, 0, 7), 100).is_err());
         let ph = PutHdr {
             id: 3,
@@ -644,7 +613,6 @@ mod tests {
         };
         assert_eq!(PutHdr::decode(&ph.encode()), Some(ph));
         assert_eq!(PutHdr::decode(&ph.encode()[..23]), None);
-        assert_eq!(parse_put_ack(&put_ack(7, 1)), Some((7, 1)));
         let k = encode_key(5, 77, 64, 4096);
         assert_eq!(decode_key(&k), Some((5, 77, 64, 4096)));
         assert_eq!(decode_key(&k[..31]), None);

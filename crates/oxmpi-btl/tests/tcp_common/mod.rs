@@ -61,6 +61,8 @@ pub struct Rec {
     pub completions: Vec<(Token, Result<(), BtlError>)>,
     /// Lost peers, in order.
     pub lost: Vec<(Endpoint, BtlError)>,
+    /// Refused puts: the peer, and how many fragments had arrived then.
+    pub refused: Vec<(Endpoint, usize)>,
 }
 
 impl BtlSink for Rec {
@@ -72,6 +74,9 @@ impl BtlSink for Rec {
     }
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
         self.lost.push((ep, why.clone()));
+    }
+    fn on_put_refused(&mut self, ep: Endpoint) {
+        self.refused.push((ep, self.recvs.len()));
     }
 }
 
