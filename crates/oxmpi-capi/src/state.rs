@@ -396,10 +396,19 @@ pub fn install(s: State) -> Result<(), Error> {
 
 impl State {
     /// The communicator of handle `h`.
+    #[inline]
     pub fn comm(&'static self, h: usize) -> Result<CommRef, Error> {
         match h {
             COMM_WORLD => Ok(CommRef::Static(&self.world)),
             COMM_SELF => Ok(CommRef::Static(&self.self_)),
+            _ => self.comm_other(h),
+        }
+    }
+
+    /// [`State::comm`] of a handle other than the predefined two.
+    #[inline(never)]
+    fn comm_other(&'static self, h: usize) -> Result<CommRef, Error> {
+        match h {
             COMM_NULL => Err(Error::new(
                 ErrorClass::Comm,
                 "MPI_COMM_NULL is not a communicator",

@@ -1640,7 +1640,7 @@ impl Btl for SmBtl {
                 limit: self.limits.max_sendi_size,
             });
         }
-        match self.tx(ep)?.try_send(tag.0, parts) {
+        match self.tx(ep)?.try_send_len(tag.0, parts, len) {
             Ok(()) => Ok(()),
             Err(SendError::Full) => Err(self.refused(ep)),
             Err(SendError::TooLarge { len, max }) => Err(BtlError::TooLarge {

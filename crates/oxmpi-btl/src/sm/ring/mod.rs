@@ -430,6 +430,14 @@ impl RingProducer {
     #[inline]
     pub fn try_send(&mut self, tag: u8, parts: &[&[u8]]) -> Result<(), SendError> {
         let len = parts.iter().map(|p| p.len()).sum();
+        self.try_send_len(tag, parts, len)
+    }
+
+    /// [`RingProducer::try_send`] with the payload's length (the sum of
+    /// the parts' lengths) already known.
+    #[inline]
+    pub fn try_send_len(&mut self, tag: u8, parts: &[&[u8]], len: usize) -> Result<(), SendError> {
+        debug_assert_eq!(len, parts.iter().map(|p| p.len()).sum::<usize>());
         let mut r = self.try_reserve(len)?;
         let mut at = 0;
         let dst = r.payload_mut();
