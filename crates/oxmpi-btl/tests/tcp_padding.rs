@@ -159,7 +159,7 @@ fn tcp_padded_frames_arrive_whole_and_in_order() {
         &mut b,
         &mut rb,
         Duration::from_secs(30),
-        "padded frames and put acknowledgements",
+        "padded frames and put completions",
         |ra, rb| rb.recvs.len() >= want && put_done(ra) == puts.len(),
     );
     assert_eq!(rb.recvs.len(), want, "fragment count");

@@ -660,10 +660,40 @@ macro_rules! conversions {
     )*};
 }
 
+/// `MPI_Request_toint`: the handle as an `int` (the null handle's value if
+/// it does not fit). A receive complete inside `MPI_Irecv` (whose handle
+/// carries its status and is no integer) gets a table entry with that
+/// status, whose handle the `int` names: `MPI_Request_fromint` gives that
+/// one back, which completes as the original would (the original stays
+/// valid too; only one of the two may be completed).
+#[no_mangle]
+pub extern "C" fn PMPI_Request_toint(h: usize) -> c_int {
+    let h = crate::state::request_as_table_handle(h);
+    c_int::try_from(h).unwrap_or(crate::state::REQUEST_NULL as c_int)
+}
+
+/// `MPI_Request_toint`.
+#[no_mangle]
+pub extern "C" fn MPI_Request_toint(h: usize) -> c_int {
+    PMPI_Request_toint(h)
+}
+
+/// `MPI_Request_fromint`: the handle of an `int` (a negative one gives the
+/// null handle).
+#[no_mangle]
+pub extern "C" fn PMPI_Request_fromint(i: c_int) -> usize {
+    usize::try_from(i).unwrap_or(crate::state::REQUEST_NULL)
+}
+
+/// `MPI_Request_fromint`.
+#[no_mangle]
+pub extern "C" fn MPI_Request_fromint(i: c_int) -> usize {
+    PMPI_Request_fromint(i)
+}
+
 conversions! {
     "Comm", COMM_NULL, MPI_Comm_toint / PMPI_Comm_toint, MPI_Comm_fromint / PMPI_Comm_fromint;
     "Group", GROUP_NULL, MPI_Group_toint / PMPI_Group_toint, MPI_Group_fromint / PMPI_Group_fromint;
-    "Request", crate::state::REQUEST_NULL, MPI_Request_toint / PMPI_Request_toint, MPI_Request_fromint / PMPI_Request_fromint;
     "Type", crate::state::DATATYPE_NULL, MPI_Type_toint / PMPI_Type_toint, MPI_Type_fromint / PMPI_Type_fromint;
     "Op", 0x20usize, MPI_Op_toint / PMPI_Op_toint, MPI_Op_fromint / PMPI_Op_fromint;
     "Errhandler", 0x140usize, MPI_Errhandler_toint / PMPI_Errhandler_toint, MPI_Errhandler_fromint / PMPI_Errhandler_fromint;

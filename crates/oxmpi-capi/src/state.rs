@@ -81,6 +81,15 @@ fn received_status(h: usize) -> Option<crate::p2p::CStatus> {
     Some(st)
 }
 
+/// Handle `h`, or for a received handle a table entry holding the same
+/// complete receive (an integer a handle conversion can carry).
+pub fn request_as_table_handle(h: usize) -> usize {
+    match (received_status(h), state_any()) {
+        (Some(st), Some(s)) => lock(&s.requests).insert(ReqObj::Done(st, None)),
+        _ => h,
+    }
+}
+
 /// `MPI_DATATYPE_NULL`.
 pub const DATATYPE_NULL: usize = 0x200;
 /// `MPI_ERRORS_ARE_FATAL`.

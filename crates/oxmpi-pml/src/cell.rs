@@ -108,13 +108,23 @@ impl<T> EngineCell<T> {
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         // `f` is called from one place, so it is inlined once.
         let _guard = if self.shared.load(Ordering::Acquire) {
-            Guard::Locked(self.lock.lock().unwrap_or_else(|p| p.into_inner()))
+            let g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            // `confine` turns `shared` off under the lock: seen here, the
+            // cell was confined while this thread waited for it.
+            if self.shared.load(Ordering::Relaxed) {
+                Guard::Locked(g)
+            } else {
+                drop(g);
+                self.enter_confined()
+            }
         } else {
             self.enter_confined()
         };
-        // SAFETY: shared, the mutex is held, and every confined access
-        // happened before (`shared` was turned on with `Release` by the
-        // owner outside `with` and read here with `Acquire`), so this is
+        // SAFETY: shared, the mutex is held and `shared` was still on under
+        // it (`confine` turns it off only under the mutex, so no confined
+        // `with` starts before this guard is dropped), and every confined
+        // access happened before (`shared` was turned on with `Release` by
+        // the owner outside `with` and read here with `Acquire`): this is
         // the only reference. Confined, this is the owner's thread and no
         // other `with` runs on it (`enter_confined` checked both), and no
         // other thread gets past `enter_confined` while confined.
@@ -138,14 +148,24 @@ impl<T> EngineCell<T> {
     }
 
     /// Stops locking: from now on the calling thread alone uses the cell
-    /// (until it calls [`EngineCell::share`]). Call it outside `with`;
-    /// once shared, a cell stays shared.
-    pub(crate) fn confine(&self) {
+    /// (until it calls [`EngineCell::share`]); a `with` of another thread
+    /// waiting for the lock meanwhile panics instead of going on. Call it
+    /// outside `with`; once shared, a cell stays shared. Whether it took
+    /// effect.
+    pub(crate) fn confine(&self) -> bool {
         let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         if self.shared.load(Ordering::Relaxed) && self.owner.load(Ordering::Relaxed) == 0 {
             self.owner.store(here(), Ordering::Relaxed);
             self.shared.store(false, Ordering::Release);
+            return true;
         }
+        false
+    }
+
+    /// Whether the cell is confined to a thread other than the caller's
+    /// (a `with` from here would panic).
+    pub(crate) fn confined_elsewhere(&self) -> bool {
+        !self.shared.load(Ordering::Acquire) && self.owner.load(Ordering::Relaxed) != here()
     }
 
     /// Locks again from now on: the owner calls it before a second thread
@@ -171,6 +191,51 @@ impl<T> EngineCell<T> {
 #[cfg(test)]
 mod tests {
     use super::EngineCell;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Barrier;
+
+    #[test]
+    fn a_thread_waiting_for_the_lock_when_the_cell_is_confined_panics() {
+        // Another thread holds the lock, a second waits for it, the owner
+        // confines: the waiter must not go on under the lock while the
+        // owner goes on without it.
+        let c = EngineCell::new(0u64);
+        let (held, release) = (Barrier::new(2), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            let holder = s.spawn(|| {
+                c.with(|v| {
+                    held.wait();
+                    while !release.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                    *v += 1;
+                })
+            });
+            held.wait();
+            let waiter = s.spawn(|| c.with(|v| *v += 100));
+            // Give the waiter time to block on the lock, then confine
+            // (which waits for the holder) and release the holder.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let owner = s.spawn(|| {
+                let confined = c.confine();
+                let mine = c.with(|v| *v);
+                (confined, mine)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            release.store(true, Ordering::Release);
+            holder.join().unwrap();
+            let waited = waiter.join();
+            let (confined, mine) = owner.join().expect("the owner goes on");
+            assert!(confined, "the cell was shared and never confined before");
+            // Either the waiter got the lock before the owner confined (its
+            // add is seen), or after: then it must have panicked (the
+            // re-check under the lock), never used the value unlocked.
+            match waited {
+                Ok(()) => assert_eq!(mine, 101, "the waiter ran before the confine"),
+                Err(_) => assert_eq!(mine, 1, "the waiter panicked and changed nothing"),
+            }
+        });
+    }
 
     #[test]
     fn shared_cells_serialise_threads() {
@@ -190,8 +255,9 @@ mod tests {
     #[test]
     fn a_confined_cell_refuses_other_threads_and_nesting() {
         let c = EngineCell::new(1u32);
-        c.confine();
+        assert!(c.confine());
         assert!(!c.is_shared());
+        assert!(!c.confined_elsewhere());
         c.with(|v| *v += 1);
         let nested = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             c.with(|_| c.with(|v| *v += 1))
@@ -200,6 +266,7 @@ mod tests {
         // The panic cleared the mark: the cell is usable again.
         assert_eq!(c.with(|v| *v), 2);
         std::thread::scope(|s| {
+            assert!(s.spawn(|| c.confined_elsewhere()).join().unwrap());
             let other = s.spawn(|| c.with(|v| *v += 1));
             assert!(other.join().is_err(), "another thread must panic");
             let share = s.spawn(|| c.share());
@@ -213,7 +280,7 @@ mod tests {
         });
         assert_eq!(c.with(|v| *v), 3);
         // Shared for good.
-        c.confine();
+        assert!(!c.confine());
         assert!(c.is_shared());
     }
 }

@@ -81,10 +81,18 @@ impl<B: ?Sized + Btl> Pml<B> {
 
     /// Takes no lock from now on: the calling thread alone calls the PML
     /// (for `MPI_THREAD_SINGLE` and `MPI_THREAD_FUNNELED`). Checked: a call
-    /// from any other thread panics, until this thread calls
-    /// [`Pml::share`]. A `Pml` shared once stays shared.
-    pub fn confine(&self) {
-        self.inner.confine();
+    /// from any other thread panics (one waiting for the lock meanwhile
+    /// too), until this thread calls [`Pml::share`]. A `Pml` shared once
+    /// stays shared. Whether it took effect. Call it outside any call into
+    /// the `Pml`.
+    pub fn confine(&self) -> bool {
+        self.inner.confine()
+    }
+
+    /// Whether the `Pml` is confined to a thread other than the caller's
+    /// (a call from here would panic).
+    pub fn confined_elsewhere(&self) -> bool {
+        self.inner.confined_elsewhere()
     }
 
     /// Locks again from now on: the confining thread calls it before

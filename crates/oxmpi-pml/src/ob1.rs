@@ -33,8 +33,8 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use oxmpi_btl::btl::{
-    Access, AmTag, Btl, BtlError, BtlSink, Caps, Endpoint, Limits, PeerInfo, RegId, RemoteKey,
-    SendOutcome, Token,
+    Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
+    RemoteKey, SendOutcome, Token,
 };
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_match::{
@@ -595,6 +595,22 @@ impl Reqs {
     /// Receive request `r` while it has not completed, to change.
     fn live_recv_mut(&mut self, r: ReqRef) -> Option<&mut RecvReq> {
         self.get_mut(r).filter(|q| !q.done).and_then(Req::recv_mut)
+    }
+
+    /// The requests started and not complete for which `hit` holds (a
+    /// scan of every slot: for failures, never on a fast path).
+    fn live_where(&self, mut hit: impl FnMut(&Kind) -> bool) -> Vec<ReqRef> {
+        let mut out = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            let Some(q) = &s.req else { continue };
+            if !q.done && q.active && hit(&q.kind) {
+                out.push(ReqRef {
+                    index: i as u32,
+                    generation: s.gen,
+                });
+            }
+        }
+        out
     }
 
     /// Receive `r` met a message with envelope `env` from world rank
@@ -1297,6 +1313,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// `send` is done on return ([`Caps::SEND_DONE`]): sent and complete
     /// inside the call, with no request (as [`Ob1::sendi`], whose
     /// conditions it shares). `None` leaves everything for the request path.
+    /// (The two stay apart: one generic function for both, tried, cost the
+    /// immediate path 16 instructions per message pair in `api_hot_path`.)
     #[inline(never)]
     fn send_eager_now(
         &mut self,
@@ -1336,18 +1354,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
         };
         let hb = m.to_bytes();
         let inplace = caps.contains(Caps::SEND_INPLACE);
-        let desc = if inplace {
-            btls[b].prepare_src(ep, MATCH_LEN, region)
-        } else {
-            btls[b].alloc(ep, wire).map(|mut d| {
-                d.buf[MATCH_LEN..wire].copy_from_slice(region.read());
-                d
-            })
-        };
-        let Ok(mut desc) = desc else {
+        let Ok(desc) = prepare_desc(&mut *btls[b], ep, &hb, buf, (0, len), inplace) else {
             return None;
         };
-        desc.buf[..MATCH_LEN].copy_from_slice(&hb);
         // The token: never reported by a SEND_DONE BTL (the conformance
         // suite checks that `send` answers Done; had it not, the bytes are
         // on their way all the same, and an unknown token is ignored).
@@ -2559,6 +2568,32 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 }
 
+/// A descriptor holding `hdr` and bytes `[off, off + len)` of `buf`: the
+/// data referenced in place when `inplace` and contiguous, else packed in.
+fn prepare_desc<B: ?Sized + Btl>(
+    btl: &mut B,
+    ep: Endpoint,
+    hdr: &[u8],
+    buf: &Buffer,
+    (off, len): (usize, usize),
+    inplace: bool,
+) -> Result<Descriptor, BtlError> {
+    let hl = hdr.len();
+    match buf.contig() {
+        Some(region) if inplace => btl
+            .prepare_src(ep, hl, region.slice(off, len).unwrap_or(MemRegion::EMPTY))
+            .map(|mut d| {
+                d.buf[..hl].copy_from_slice(hdr);
+                d
+            }),
+        _ => btl.alloc(ep, hl + len).map(|mut d| {
+            d.buf[..hl].copy_from_slice(hdr);
+            buf.pack(off, &mut d.buf[hl..hl + len]);
+            d
+        }),
+    }
+}
+
 /// Builds a descriptor of header `hdr` followed by message bytes
 /// `[off, off + len)` of `buf` (referenced in place when `inplace` and the
 /// buffer is contiguous, packed otherwise) and sends it with a token for
@@ -2576,21 +2611,7 @@ fn send_frag<B: ?Sized + Btl>(
     (off, len): (usize, usize),
     inplace: bool,
 ) -> Option<SendOutcome> {
-    let hl = hdr.len();
-    let desc = match buf.contig() {
-        Some(region) if inplace => btl
-            .prepare_src(ep, hl, region.slice(off, len).unwrap_or(MemRegion::EMPTY))
-            .map(|mut d| {
-                d.buf[..hl].copy_from_slice(hdr);
-                d
-            }),
-        _ => btl.alloc(ep, hl + len).map(|mut d| {
-            d.buf[..hl].copy_from_slice(hdr);
-            buf.pack(off, &mut d.buf[hl..hl + len]);
-            d
-        }),
-    };
-    let desc = match desc {
+    let desc = match prepare_desc(btl, ep, hdr, buf, (off, len), inplace) {
         Ok(d) => d,
         Err(BtlError::NoResource) => {
             st.counters.no_resource += 1;
@@ -2736,31 +2757,19 @@ impl State {
         tracing::debug!(peer, "peer lost: {why}");
         self.dead[peer as usize] = Some(format!("rank {peer} is gone: {why}"));
         self.n_dead += 1;
-        let mut victims = Vec::new();
-        for (i, s) in self.reqs.slots.iter().enumerate() {
-            let Some(q) = &s.req else { continue };
-            if q.done || !q.active {
-                continue;
+        let comms = &self.comms;
+        let victims = self.reqs.live_where(|kind| match kind {
+            Kind::Send(snd) => snd.peer == peer,
+            Kind::Recv(rr) => {
+                (rr.matched && rr.peer == peer)
+                    || match rr.src {
+                        Source::Rank(src) => comms[usize::from(rr.ctx)]
+                            .as_ref()
+                            .is_some_and(|c| c.world.get(src as usize) == Some(&peer)),
+                        _ => false,
+                    }
             }
-            let hit = match &q.kind {
-                Kind::Send(snd) => snd.peer == peer,
-                Kind::Recv(rr) => {
-                    (rr.matched && rr.peer == peer)
-                        || match rr.src {
-                            Source::Rank(src) => self.comms[usize::from(rr.ctx)]
-                                .as_ref()
-                                .is_some_and(|c| c.world.get(src as usize) == Some(&peer)),
-                            _ => false,
-                        }
-                }
-            };
-            if hit {
-                victims.push(ReqRef {
-                    index: i as u32,
-                    generation: s.gen,
-                });
-            }
-        }
+        });
         let msg = format!("rank {peer} is gone: {why}");
         for r in victims {
             self.fail(r, ErrClass::ProcFailed, &msg);
@@ -3691,6 +3700,12 @@ impl BtlSink for Sink<'_> {
                     st.get_failed(tok.req);
                     return;
                 }
+                // An ordered put's FIN went behind it already: the send
+                // fails, the receiver hears of the loss from its BTL.
+                TokKind::Put { ordered: true, .. } => {
+                    st.fail_btl(tok.req, e);
+                    return;
+                }
                 TokKind::Put { recv_req, .. } => {
                     st.put_failed(tok.req, recv_req, e);
                     return;
@@ -3798,26 +3813,9 @@ impl State {
     #[cold]
     fn puts_refused(&mut self, peer: u32) {
         self.counters.bad_fragments += 1;
-        let waiting: Vec<ReqRef> = self
-            .reqs
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, slot)| {
-                let q = slot.req.as_ref()?;
-                match &q.kind {
-                    Kind::Recv(rr)
-                        if !q.done && rr.matched && rr.peer == peer && !rr.regs.is_empty() =>
-                    {
-                        Some(ReqRef {
-                            index: i as u32,
-                            generation: slot.gen,
-                        })
-                    }
-                    _ => None,
-                }
-            })
-            .collect();
+        let waiting = self.reqs.live_where(|kind| {
+            matches!(kind, Kind::Recv(rr) if rr.matched && rr.peer == peer && !rr.regs.is_empty())
+        });
         for r in waiting {
             self.fail(r, ErrClass::Intern, "a put of its data was refused here");
         }

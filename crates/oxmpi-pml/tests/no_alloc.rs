@@ -4,8 +4,8 @@
 //! `isend`s that complete inline (the path of a small blocking send too)
 //! allocate nothing, over the self BTL.
 //!
-//! This test binary is its own crate; the library stays
-//! `#![forbid(unsafe_code)]`. The `unsafe` is in the shared support: the
+//! This test binary is its own crate (the library denies `unsafe` outside
+//! its engine cell). The `unsafe` here is in the shared support: the
 //! allocator shim and the rank's buffers.
 
 #[path = "../../oxmpi-match/tests/support/counting_alloc.rs"]

@@ -18,9 +18,10 @@ pub(crate) fn one_thread(level: ThreadLevel) -> bool {
 /// (`Threading::Confined`), `oxmpi::universe()` hands out handles on this
 /// thread only, and the progress driver shares the PML from this thread
 /// before it starts (`progress::AsyncDriver`). The C layer initializes at
-/// `Multiple`: never confined.
+/// `Multiple` and confines through `Universe::confine_to_this_thread` when
+/// the program asks for `MPI_THREAD_SINGLE` or `MPI_THREAD_FUNNELED`.
 pub(crate) fn confine(rt: &Runtime, async_progress: bool) {
     if one_thread(rt.level) && !async_progress {
-        rt.pml.confine();
+        rt.driver.confine_unless_running(&rt.pml);
     }
 }

@@ -105,9 +105,12 @@ impl AsyncDriver {
         }
     }
 
-    /// Whether the driver thread has been started (and not stopped).
-    pub(crate) fn is_running(&self) -> bool {
-        lock(&self.thread).is_some()
+    /// Confines `pml` to the calling thread ([`Pml::confine`]) unless the
+    /// driver thread runs, deciding under the lock that starting it takes
+    /// (which shares the PML first), so the two never cross.
+    pub(crate) fn confine_unless_running(&self, pml: &Pml<DynBtl>) -> bool {
+        let t = lock(&self.thread);
+        t.is_none() && pml.confine()
     }
 
     /// Forgets the waker of a request that completed by being polled.

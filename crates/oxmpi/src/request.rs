@@ -239,8 +239,9 @@ impl<'a> Scope<'a> {
     /// answers for its buffer.
     #[inline]
     pub(crate) fn register(&self, rt: &'a Runtime, id: ReqId) -> Request<'a, '_> {
-        // A send that completed inside the call holds no buffer: nothing
-        // for the scope to wait for.
+        // An operation that completed inside the call (a small send, a
+        // receive of a message already here) holds no buffer: nothing for
+        // the scope to wait for.
         let slot = if id.completed_inline() {
             NO_SLOT
         } else {
@@ -1510,8 +1511,10 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     }
 
     /// The buffer back at once when the operation completed inside the
-    /// call that started it (a small eager send: no request behind it,
-    /// nothing to wait for); otherwise the request back, unchanged.
+    /// call that started it (a small eager send, or a receive of a message
+    /// already here: no request behind it, nothing to wait for); otherwise
+    /// the request back, unchanged. A receive's status is then dropped:
+    /// [`OwnedRequest::into_inline_status`] gives it.
     ///
     /// ```no_run
     /// use oxmpi::traits::*;

@@ -312,7 +312,11 @@ pub fn is_finalized() -> bool {
 pub fn universe() -> Option<Universe<Threading::Single>> {
     let cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
     let rt = cur.as_ref()?.upgrade()?;
-    if crate::confine::one_thread(rt.level) && !rt.is_main_thread() {
+    // At `Single` and `Funneled` no other thread may call MPI; nor may one
+    // while the engine is confined to another thread (`MPI_Init` of the C
+    // layer, `Universe::confine_to_this_thread`).
+    if (crate::confine::one_thread(rt.level) && !rt.is_main_thread()) || rt.pml.confined_elsewhere()
+    {
         return None;
     }
     Some(Universe {
@@ -388,9 +392,7 @@ impl<L: Level> Universe<L> {
     /// universe.world().barrier().unwrap();
     /// ```
     pub fn confine_to_this_thread(&self) {
-        if !self.rt.driver.is_running() {
-            self.rt.pml.confine();
-        }
+        self.rt.driver.confine_unless_running(&self.rt.pml);
     }
 
     /// `MPI_APPNUM`: which program of a multi-program launch this is.

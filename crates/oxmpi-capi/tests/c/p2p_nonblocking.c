@@ -32,7 +32,8 @@
  *    Testsome, Testall), Request_get_status twice without freeing, Cancel
  *    (not cancelled) and Request_free on them give the right source, tag,
  *    count and data, leave MPI_ERROR alone in single completions, and set
- *    the handles to MPI_REQUEST_NULL.
+ *    the handles to MPI_REQUEST_NULL; MPI 5: one through
+ *    Request_toint/Request_fromint still completes with its status.
  *  - Ranks 0 and 1 only: 32 Isends of 10 MB each are all posted before rank
  *    1 posts any receive (rank 1 waits, with a 30 s limit, for a zero-byte
  *    "go" that rank 0 sends after its 32nd Isend: Isend must not block), then
@@ -633,6 +634,20 @@ static void received_already(void)
         for (k = 0; k < NARR; k++)
             CHECK(got[k] == 1000 * base + k, "received %d, want %d", got[k], 1000 * base + k);
     }
+#if MPI_VERSION >= 5
+    /* Through an int and back (MPI 5 handle conversions): still the receive. */
+    {
+        int v = 4242, got1 = 0;
+        MPI_Request q, q2;
+        MPI_CHECK(MPI_Send(&v, 1, MPI_INT, rank, 90, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Irecv(&got1, 1, MPI_INT, rank, 90, MPI_COMM_WORLD, &q));
+        q2 = MPI_Request_fromint(MPI_Request_toint(q));
+        CHECK(q2 != MPI_REQUEST_NULL, "toint/fromint of a receive gave MPI_REQUEST_NULL");
+        MPI_CHECK(MPI_Wait(&q2, &st));
+        check_arrived(&st, 90, 1, "Wait after toint/fromint");
+        CHECK(got1 == 4242, "received %d through toint/fromint", got1);
+    }
+#endif
     /* Waitany, Testany, Waitsome, Testsome: each once, with the right entry. */
     arrived_round(2, tags, got, r);
     {

@@ -144,7 +144,8 @@ pub(crate) const R_REGISTERED: usize = 32;
 const R_HEAD: usize = BLOCK;
 const R_CONSUMER_ATTACHED: usize = BLOCK + 8;
 const R_DATA: usize = 2 * BLOCK;
-/// Changes with the record layout ("RN2": 32-byte slots).
+/// Changes with the record layout ("RN2": 32-byte slots; "RN3": records of
+/// a quarter of the ring and a cache line).
 const RING_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiRN3");
 
 // Header word.
