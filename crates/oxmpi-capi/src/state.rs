@@ -50,7 +50,7 @@ const RECEIVED_BITS: (u32, u32, u32) = (20, 20, 15);
 const RECEIVED_MARK_BITS: usize = 0xff << 56 | 1;
 
 /// The handle of a receive complete with this status (see
-/// [`RECEIVED_MARK`]), if its fields fit one.
+/// `RECEIVED_MARK` in this module), if its fields fit one.
 pub fn received_handle(source: i32, tag: i32, bytes: usize) -> Option<usize> {
     let (b, s, t) = RECEIVED_BITS;
     let fits = usize::BITS == 64
