@@ -151,6 +151,13 @@ const MAX_CONNECT_TRIES: u32 = 5;
 const MAX_PENDING_HELLOS: usize = 64;
 /// Bytes read from one connection per progress call before moving on.
 const READ_BUDGET: usize = 4 << 20;
+/// Bytes asked of one read into the connection's buffer unless a partial
+/// frame needs more. A put's header arrives with data after it: whatever
+/// the read takes past the header is copied into place, whatever it leaves
+/// lands there directly, so reads are kept short enough that a large put
+/// mostly lands directly, and long enough that a stream of small frames
+/// takes few system calls.
+const READ_CHUNK: usize = 64 << 10;
 /// Slices gathered into one sendmsg.
 const MAX_IOV: usize = 64;
 /// In-place data of at least this many bytes is padded on the wire to its
@@ -566,6 +573,8 @@ struct Conn {
     home: usize,
     rstart: usize,
     rend: usize,
+    /// Bytes the partial frame at `rstart` still needs (0: none parsed).
+    want: usize,
     /// Padding bytes still to skip (after a put's data).
     discard: usize,
     /// A put whose data is being received straight into its target.
@@ -633,6 +642,7 @@ impl Conn {
             home: 0,
             rstart: 0,
             rend: 0,
+            want: 0,
             discard: 0,
             landing: None,
         }
@@ -1733,8 +1743,12 @@ fn read_frames(
             c.rbuf.resize(c.rbuf.len() * 2 + FRAME_HDR_LEN, 0);
             c.home = home_of(&c.rbuf);
         }
-        let asked = c.rbuf.len() - c.rend;
-        let r = rnet::recv(&c.fd, &mut c.rbuf[c.rend..], RecvFlags::empty());
+        let asked = (c.rbuf.len() - c.rend).min(READ_CHUNK.max(c.want));
+        let r = rnet::recv(
+            &c.fd,
+            &mut c.rbuf[c.rend..c.rend + asked],
+            RecvFlags::empty(),
+        );
         let n = match recv_outcome(r, &mut c.readable) {
             Recv::Bytes(n) => n,
             Recv::Again => continue,
@@ -1742,6 +1756,7 @@ fn read_frames(
         };
         c.rend += n;
         stats.bytes_received += n as u64;
+        c.want = 0;
         // Deliver every complete frame.
         loop {
             if c.discard > 0 {
@@ -1783,6 +1798,7 @@ fn read_frames(
                         c.home = home_of(&c.rbuf);
                     }
                 }
+                c.want = need - avail;
                 break;
             }
             let body = c.rstart + start..c.rstart + start + body_len;
