@@ -63,12 +63,14 @@ pub fn received_handle(source: i32, tag: i32, bytes: usize) -> Option<usize> {
 }
 
 /// Whether `h` is a received handle.
+#[inline]
 fn is_received(h: usize) -> bool {
     h & RECEIVED_MARK_BITS == RECEIVED_MARK
 }
 
 /// The status a received handle carries (`None` for other handles).
-fn received_status(h: usize) -> Option<crate::p2p::CStatus> {
+#[inline]
+pub(crate) fn received_status(h: usize) -> Option<crate::p2p::CStatus> {
     if !is_received(h) {
         return None;
     }
@@ -204,9 +206,15 @@ impl Requests {
     /// null request's status written whole, so single completions leave
     /// `MPI_ERROR` alone as for any other request.
     fn sent() -> ReqObj {
+        ReqObj::Done(Requests::sent_status(), None)
+    }
+
+    /// The status of a completed send (see [`Requests::sent`]).
+    #[inline]
+    pub(crate) fn sent_status() -> crate::p2p::CStatus {
         let mut st = crate::p2p::CStatus::empty();
         st.internal[3] = 0;
-        ReqObj::Done(st, None)
+        st
     }
 
     /// Stores `r`; returns its handle.

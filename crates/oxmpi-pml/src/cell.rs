@@ -104,7 +104,7 @@ impl<T> EngineCell<T> {
     /// Runs `f` on the value: under the lock while shared; directly while
     /// confined, on the owner's thread (any other thread, or a `with`
     /// nested in another, panics: while shared the nesting would deadlock).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         // `f` is called from one place, so it is inlined once.
         let _guard = if self.shared.load(Ordering::Acquire) {

@@ -74,7 +74,7 @@ impl<B: ?Sized + Btl> Pml<B> {
     }
 
     /// Runs `f` with the engine locked (or, confined, alone).
-    #[inline]
+    #[inline(always)]
     pub fn with<T>(&self, f: impl FnOnce(&mut Ob1<B>) -> T) -> T {
         self.inner.with(f)
     }

@@ -785,6 +785,7 @@ impl<'u, L: Level> Communicator<'u, L> {
 /// ```
 pub const PROC_NULL: i32 = -3;
 
+#[inline(always)]
 pub(crate) fn source_of(rank: i32, size: i32) -> Result<MSource> {
     if rank == PROC_NULL {
         return Ok(MSource::ProcNull);
@@ -1573,7 +1574,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// inactive when `persistent` (`MPI_Send_init`); to `PROC_NULL` it is a
     /// request that completes at once (each time it is started) with the
     /// `PROC_NULL` status.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn start_send(
         &self,
         buf: PBuffer,

@@ -135,6 +135,7 @@ impl RawBuffer {
         self.packed
     }
 
+    #[inline(always)]
     fn pml(&self) -> Result<PBuffer> {
         match &self.datatype {
             Some(t) if self.packed > 0 => {
@@ -161,6 +162,7 @@ impl RawBuffer {
     /// let req = raw.send_to(&world.process_at_rank(1), 0, oxmpi::SendMode::Standard).unwrap();
     /// req.wait().unwrap();
     /// ```
+    #[inline(always)]
     pub fn send_to<'u, L: Level>(
         self,
         dest: &Process<'_, 'u, L>,
@@ -183,6 +185,7 @@ impl RawBuffer {
     /// let (_, status) = raw.receive_from(&world.any_process(), oxmpi::AnyTag).unwrap().wait().unwrap();
     /// println!("{} bytes", status.bytes());
     /// ```
+    #[inline(always)]
     pub fn receive_from<'u, L: Level, S: Source<'u, L>>(
         self,
         source: &S,
@@ -204,6 +207,7 @@ impl RawBuffer {
     /// let st = raw.send_status(&world.process_at_rank(1), 0, oxmpi::SendMode::Standard).unwrap();
     /// assert!(st.error().is_none());
     /// ```
+    #[inline(always)]
     pub fn send_status<L: Level>(
         &self,
         dest: &Process<'_, '_, L>,
@@ -226,6 +230,7 @@ impl RawBuffer {
     /// let st = raw.receive_status(&world.any_process(), oxmpi::AnyTag).unwrap();
     /// println!("{} bytes from {}", st.bytes(), st.source_rank());
     /// ```
+    #[inline(always)]
     pub fn receive_status<'u, L: Level, S: Source<'u, L>>(
         &self,
         source: &S,
