@@ -519,14 +519,8 @@ unsafe fn wait_all(
                 continue;
             }
             // A send completed inside `MPI_Isend`, or a receive inside
-            // `MPI_Irecv` (the handle is its status): what `remove` would
-            // give, without the table.
-            let done = if h == REQUEST_SENT {
-                Some(crate::state::Requests::sent_status())
-            } else {
-                crate::state::received_status(h)
-            };
-            if let Some(st) = done {
+            // `MPI_Irecv` (the handle is its status).
+            if let Some(st) = crate::state::Requests::done_untabled(h) {
                 put(i, Ok((st, None)));
                 // SAFETY: as above.
                 unsafe { *p = REQUEST_NULL };

@@ -70,7 +70,7 @@ fn is_received(h: usize) -> bool {
 
 /// The status a received handle carries (`None` for other handles).
 #[inline]
-pub(crate) fn received_status(h: usize) -> Option<crate::p2p::CStatus> {
+fn received_status(h: usize) -> Option<crate::p2p::CStatus> {
     if !is_received(h) {
         return None;
     }
@@ -211,7 +211,7 @@ impl Requests {
 
     /// The status of a completed send (see [`Requests::sent`]).
     #[inline]
-    pub(crate) fn sent_status() -> crate::p2p::CStatus {
+    fn sent_status() -> crate::p2p::CStatus {
         let mut st = crate::p2p::CStatus::empty();
         st.internal[3] = 0;
         st
@@ -243,13 +243,23 @@ impl Requests {
     /// Removes and returns the request of handle `h` ([`REQUEST_SENT`]
     /// and received handles stay: a complete request each time).
     pub fn remove(&mut self, h: usize) -> Option<ReqObj> {
+        match Requests::done_untabled(h) {
+            Some(st) => Some(ReqObj::Done(st, None)),
+            None => self.table.remove(h),
+        }
+    }
+
+    /// The status of a handle that is complete with no table entry
+    /// ([`REQUEST_SENT`] or a received handle), what [`Requests::remove`]
+    /// gives for it; `None` for any other handle. (`MPI_Waitall` asks it
+    /// first: the status alone, without building a request object.)
+    #[inline]
+    pub fn done_untabled(h: usize) -> Option<crate::p2p::CStatus> {
         if h == REQUEST_SENT {
-            return Some(Requests::sent());
+            Some(Requests::sent_status())
+        } else {
+            received_status(h)
         }
-        if let Some(st) = received_status(h) {
-            return Some(ReqObj::Done(st, None));
-        }
-        self.table.remove(h)
     }
 
     /// Puts `r` back at handle `h` (after [`Requests::remove`]; the table

@@ -1258,31 +1258,17 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Option<usize> {
-        if !matches!(mode, SendMode::Standard | SendMode::Ready) {
-            return None;
-        }
         let Self { btls, st } = self;
-        // A queued action may start an earlier send (a buffered send's
-        // copy) that has no sequence number yet: it must not be overtaken.
-        if !st.actions.is_empty() {
-            return None;
-        }
-        let region = buf.contig()?;
-        let comm = st.comms.get(usize::from(ctx))?.as_ref()?;
-        let (me, peer) = (comm.me, *comm.world.get(dst as usize)?);
-        let p = peer as usize;
-        let (b, ep) = st.bml[p].eager?;
+        let (region, me, p, b, ep) = st.eager_now_target(buf, dst, ctx, mode)?;
         let len = region.len();
         let wire = len + MATCH_LEN;
         let lim = &st.limits[b];
-        if st.dead[p].is_some()
-            || !st.caps[b].contains(Caps::SENDI)
+        if !st.caps[b].contains(Caps::SENDI)
             || wire
                 > st.cfg
                     .sendi_limit
                     .min(lim.max_sendi_size)
                     .min(lim.eager_limit)
-            || st.credits[p] < wire
         {
             return None;
         }
@@ -1324,25 +1310,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Option<usize> {
-        if !matches!(mode, SendMode::Standard | SendMode::Ready) {
-            return None;
-        }
         let Self { btls, st } = self;
-        if !st.actions.is_empty() {
-            return None;
-        }
-        let region = buf.contig()?;
-        let comm = st.comms.get(usize::from(ctx))?.as_ref()?;
-        let (me, peer) = (comm.me, *comm.world.get(dst as usize)?);
-        let p = peer as usize;
-        let (b, ep) = st.bml[p].eager?;
+        let (region, me, p, b, ep) = st.eager_now_target(buf, dst, ctx, mode)?;
         let (len, lim, caps) = (region.len(), &st.limits[b], st.caps[b]);
         let wire = len + MATCH_LEN;
-        if st.dead[p].is_some()
-            || !caps.contains(Caps::SEND_DONE)
-            || wire > lim.eager_limit.min(lim.max_send_size)
-            || st.credits[p] < wire
-        {
+        if !caps.contains(Caps::SEND_DONE) || wire > lim.eager_limit.min(lim.max_send_size) {
             return None;
         }
         let slot = st.seq.slot(u32::from(ctx), dst)?;
@@ -3029,6 +3001,35 @@ impl State {
             }) => Some((rr.rkey.as_deref().copied(), rr.rflags)),
             _ => None,
         }
+    }
+
+    /// What [`Ob1::sendi`] and [`Ob1::send_eager_now`] both ask before a
+    /// send completes inside the call: the contiguous data, our rank in
+    /// `ctx`, the peer's world rank, its eager BTL and endpoint. `None` (the
+    /// request path) for a mode that must wait for the receiver, a queued
+    /// action (it may start an earlier send, a buffered send's copy, that
+    /// has no sequence number yet and must not be overtaken), typed data,
+    /// an unknown or dead peer, or too little eager credit for the data and
+    /// its MATCH header.
+    #[inline(always)]
+    fn eager_now_target(
+        &self,
+        buf: &Buffer,
+        dst: u32,
+        ctx: u16,
+        mode: SendMode,
+    ) -> Option<(MemRegion, u32, usize, usize, Endpoint)> {
+        if !matches!(mode, SendMode::Standard | SendMode::Ready) || !self.actions.is_empty() {
+            return None;
+        }
+        let region = buf.contig()?;
+        let comm = self.comms.get(usize::from(ctx))?.as_ref()?;
+        let (me, p) = (comm.me, *comm.world.get(dst as usize)? as usize);
+        let (b, ep) = self.bml[p].eager?;
+        if self.dead[p].is_some() || self.credits[p] < region.len() + MATCH_LEN {
+            return None;
+        }
+        Some((region, me, p, b, ep))
     }
 
     /// Returns eager credit to a sender once its bytes left our queues.

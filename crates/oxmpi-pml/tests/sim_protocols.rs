@@ -348,13 +348,20 @@ impl Mem {
 }
 
 fn transfer(w: &mut World, len: usize, mode: SendMode) -> (Status, Status) {
+    let (ss, rs, src, dst) = exchange(w, len, mode);
+    assert_eq!(src.0, dst.0, "{len} bytes arrive intact");
+    (ss, rs)
+}
+
+/// `len` patterned bytes from rank 0 to rank 1 (tag 5), whatever the
+/// outcome: the send's and the receive's statuses and both buffers.
+fn exchange(w: &mut World, len: usize, mode: SendMode) -> (Status, Status, Mem, Mem) {
     let mut src = Mem::pattern(len, 7);
     let mut dst = Mem::zeros(len);
     let s = w.ranks[0].isend(src.buf(), 1, 5, CTX, mode).unwrap();
     let rs = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(5));
     let ss = w.wait(0, s);
-    assert_eq!(src.0, dst.0, "{len} bytes arrive intact");
-    (ss, rs)
+    (ss, rs, src, dst)
 }
 
 #[test]
@@ -765,14 +772,7 @@ fn a_failed_put_fails_the_receive_too() {
         Caps::PUT,
         sim_pml(),
     );
-    let len = 1 << 20;
-    let mut src = Mem::pattern(len, 7);
-    let mut dst = Mem::zeros(len);
-    let s = w.ranks[0]
-        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
-        .unwrap();
-    let rs = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(5));
-    let ss = w.wait(0, s);
+    let (ss, rs, _src, _dst) = exchange(&mut w, 1 << 20, SendMode::Standard);
     assert!(rs.error.is_some(), "{rs:?}");
     assert!(ss.error.is_some(), "{ss:?}");
 }
@@ -836,14 +836,7 @@ fn a_refused_ordered_put_fails_the_receive_not_the_send() {
     // before the FIN behind it arrives: the receive fails (no data
     // claimed), the send completes (its data left), nothing hangs.
     let mut w = world_put_ordered(Some(0));
-    let len = 400 * 1024;
-    let mut src = Mem::pattern(len, 7);
-    let mut dst = Mem::zeros(len);
-    let s = w.ranks[0]
-        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
-        .unwrap();
-    let rs = w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(5));
-    let ss = w.wait(0, s);
+    let (ss, rs, _src, _dst) = exchange(&mut w, 400 * 1024, SendMode::Standard);
     assert_eq!(rs.error, Some(ErrClass::Intern), "{rs:?}");
     assert_eq!(ss.error, None, "{ss:?}");
     assert!(w.ranks[1].counters().bad_fragments >= 1);

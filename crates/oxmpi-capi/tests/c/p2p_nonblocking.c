@@ -576,6 +576,19 @@ static void check_arrived(const MPI_Status *st, int tag, int count, const char *
     CHECK(!c, "%s: cancelled", what);
 }
 
+/* The `outc` receives a Waitsome or Testsome reported: each new and as
+ * sent; marks them seen and returns how many. */
+static int check_some(int outc, const int *ind, const MPI_Status *sts, const int *tags,
+                      int *seen, const char *what)
+{
+    for (int k = 0; k < outc; k++) {
+        CHECK(!seen[ind[k]], "%s reported %d twice", what, ind[k]);
+        check_arrived(&sts[k], tags[ind[k]], 1, what);
+        seen[ind[k]] = 1;
+    }
+    return outc > 0 ? outc : 0;
+}
+
 static void received_already(void)
 {
     int tub = 0, flag = 0, k, idx = -1, outc = 0, ind[NARR], base, got[NARR];
@@ -672,21 +685,11 @@ static void received_already(void)
                 break;
             case 2:
                 MPI_CHECK(MPI_Waitsome(NARR, r, &outc, ind, sts));
-                for (k = 0; k < outc; k++) {
-                    CHECK(!seen[ind[k]], "Waitsome reported %d twice", ind[k]);
-                    check_arrived(&sts[k], tags[ind[k]], 1, "Waitsome");
-                    seen[ind[k]] = 1;
-                    left--;
-                }
+                left -= check_some(outc, ind, sts, tags, seen, "Waitsome");
                 break;
             default:
                 MPI_CHECK(MPI_Testsome(NARR, r, &outc, ind, sts));
-                for (k = 0; k < outc; k++) {
-                    CHECK(!seen[ind[k]], "Testsome reported %d twice", ind[k]);
-                    check_arrived(&sts[k], tags[ind[k]], 1, "Testsome");
-                    seen[ind[k]] = 1;
-                    left--;
-                }
+                left -= check_some(outc, ind, sts, tags, seen, "Testsome");
                 break;
             }
         }
