@@ -39,7 +39,7 @@
 /* Sizes that do not fit the int counts of the MPI C API are rejected. */
 #define MAX_MSG_SIZE ((size_t)1 << 30)
 
-static const size_t DEFAULT_SIZES[] = {0,     1,      4,       16,      64,
+static const size_t DEFAULT_SIZES[] = {0,     1,      4,       8,       16,      64,
                                        256,   1024,   4096,    16384,   65536,
                                        262144, 1048576, 4194304, 16777216};
 #define N_DEFAULT_SIZES (sizeof(DEFAULT_SIZES) / sizeof(DEFAULT_SIZES[0]))
@@ -642,12 +642,12 @@ static int parse_args(int argc, char **argv, struct options *o, char *err,
         o->nsizes = 1;
     } else {
         /* No 0 for the bandwidth and vector tests; the vector tests also skip
-         * the default sizes that are not multiples of 8 (1 and 4). */
+         * the default sizes that are not multiples of 8 (1 and 4) and 8. */
         int vec = o->test == T_VEC_LATENCY || o->test == T_VEC_BW;
         int skip0 = vec || o->test == T_BW || o->test == T_BIBW;
         for (size_t i = 0; i < N_DEFAULT_SIZES; i++) {
             size_t s = DEFAULT_SIZES[i];
-            if ((skip0 && s == 0) || (vec && s % 8 != 0)) continue;
+            if ((skip0 && s == 0) || (vec && (s % 8 != 0 || s < 16))) continue;
             o->sizes[o->nsizes++] = s;
         }
     }

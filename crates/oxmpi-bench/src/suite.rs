@@ -32,16 +32,20 @@ pub const TESTS: [&str; 8] = [
 
 /// Default sizes of a test (`SUITE.md`).
 pub fn default_sizes(test: &str) -> Vec<usize> {
+    // Powers of 4 and 8 B (the size the usual small-message figures quote).
     let mut v = vec![0usize, 1];
     let mut s = 4;
     while s <= 16 << 20 {
         v.push(s);
+        if s == 4 {
+            v.push(8);
+        }
         s *= 4;
     }
     match test {
         "msgrate" => vec![8],
         "latency" | "latency_anysrc" | "mt_latency" => v,
-        "vec_latency" | "vec_bw" => v.into_iter().filter(|&s| s > 0 && s % 8 == 0).collect(),
+        "vec_latency" | "vec_bw" => v.into_iter().filter(|&s| s >= 16 && s % 8 == 0).collect(),
         _ => v.into_iter().filter(|&s| s > 0).collect(),
     }
 }

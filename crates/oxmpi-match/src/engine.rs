@@ -920,9 +920,10 @@ impl<R: Copy, M> Engine<R, M> {
         let fresh_tag = tag_selector(fresh_tag);
         if fresh_context != context
             || !fits(Some(fresh_source), fresh_tag, source, tag)
-            || ctx
-                .find_unexpected(&self.store.unexp, Some(fresh_source), fresh_tag)
-                .is_some()
+            || (self.store.unexp.len() > 0
+                && ctx
+                    .find_unexpected(&self.store.unexp, Some(fresh_source), fresh_tag)
+                    .is_some())
         {
             return None;
         }

@@ -3033,20 +3033,26 @@ impl State {
     }
 
     /// Returns eager credit to a sender once its bytes left our queues.
+    #[inline]
     fn return_credit(&mut self, peer: u32, bytes: usize) {
-        if bytes == 0 {
+        let Some(owed) = self.owed.get_mut(peer as usize) else {
             return;
-        }
-        let owed = &mut self.owed[peer as usize];
+        };
         *owed += bytes;
-        if *owed >= self.cfg.eager_credits / 4 {
-            let b = std::mem::take(owed);
-            self.counters.credits_returned += 1;
-            self.actions.push_back(Action::Ctl {
-                peer,
-                hdr: Hdr::Credit { bytes: b as u64 },
-            });
+        if *owed >= self.cfg.eager_credits / 4 && bytes > 0 {
+            self.queue_credit(peer);
         }
+    }
+
+    /// Sends what `peer` is owed back (a CREDIT header).
+    #[cold]
+    fn queue_credit(&mut self, peer: u32) {
+        let b = std::mem::take(&mut self.owed[peer as usize]);
+        self.counters.credits_returned += 1;
+        self.actions.push_back(Action::Ctl {
+            peer,
+            hdr: Hdr::Credit { bytes: b as u64 },
+        });
     }
 
     /// A receive met its message (on posting, on arrival, or by mrecv).

@@ -688,9 +688,12 @@ impl RingConsumer {
     fn release(&mut self, off: usize, len: usize) {
         let size = record_bytes(len);
         // Continuation slots held payload: zero their first word (see the
-        // module doc). Ordered before the head publication (Release).
-        for slot in (off + SLOT..off + size).step_by(SLOT) {
-            self.mem.word(R_DATA + slot).store(0, Relaxed);
+        // module doc). Ordered before the head publication (Release). A
+        // one-slot record (the small-message case) has none.
+        if size > SLOT {
+            for slot in (off + SLOT..off + size).step_by(SLOT) {
+                self.mem.word(R_DATA + slot).store(0, Relaxed);
+            }
         }
         self.head += size as u64;
         self.maybe_publish();
