@@ -615,6 +615,16 @@ pub trait Btl {
         0
     }
 
+    /// Whether polling [`Btl::progress_from`] in a loop can see a peer's
+    /// fragment arrive (the peer writes straight into memory this module
+    /// reads, as shared memory does): a blocking receive then polls its
+    /// source's channel alone for a while before it is posted. False by
+    /// default (a module that hands nothing over, or whose arrivals need
+    /// [`Btl::progress`]).
+    fn polls_from_peer(&self) -> bool {
+        false
+    }
+
     /// Whether this module has anything in flight or pending that progress
     /// must drive (the progress engine polls only modules that do, and those
     /// that can receive).

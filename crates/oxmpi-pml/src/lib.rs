@@ -35,6 +35,9 @@ pub use rcache::RcacheStats;
 
 /// Progress passes a spinning wait makes per lock acquisition.
 const POLLS_PER_LOCK: u32 = 16;
+/// Reads of its source's channel a blocking receive makes before it is
+/// posted (under one lock acquisition, like a batch of polls).
+const RECV_POLLS: u32 = 64;
 
 /// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
@@ -318,9 +321,14 @@ impl<B: ?Sized + Btl> Pml<B> {
         }
     }
 
-    /// `MPI_Recv`.
+    /// `MPI_Recv`. While spinning (not oversubscribed), the receive first
+    /// reads its source's channel a few times before it is posted
+    /// ([`Ob1::irecv_polling`]): a message that lands meanwhile completes it
+    /// without the posted-receive round (8-byte ping-pong over sm: see
+    /// `docs/performance.md`).
     pub fn recv(&self, buf: Buffer, src: Source, tag: Tag, ctx: u16) -> Result<Status, PmlError> {
-        self.start_then_wait(|o| o.irecv(buf, src, tag, ctx))
+        let polls = if self.spin > 0 { RECV_POLLS } else { 1 };
+        self.start_then_wait(|o| o.irecv_polling(buf, src, tag, ctx, polls))
     }
 
     /// `MPI_Probe`.

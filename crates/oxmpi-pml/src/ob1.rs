@@ -1356,10 +1356,58 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
     ) -> Result<ReqId, PmlError> {
         if let (Source::Rank(s), true) = (src, self.st.cfg.recv_arrived) {
-            if let Some(status) = self.recv_arrived(&buf, s, tag, ctx) {
+            if let Arrived::Taken(status) = self.recv_arrived(&buf, s, tag, ctx) {
                 return Ok(ReqId::received_inline(status));
             }
         }
+        self.post_new_recv(buf, src, tag, ctx)
+    }
+
+    /// [`Ob1::irecv`] for a blocking receive (`MPI_Recv`): before posting,
+    /// reads what arrives from `src` on its eager BTL up to `polls` times
+    /// (as [`Ob1::irecv`] does once) where that BTL can see a fragment land
+    /// that way ([`Btl::polls_from_peer`]), so a message that lands
+    /// meanwhile completes the receive without it ever being posted. Each
+    /// read is the next progress of that one peer's channel, with the
+    /// receive about to be posted taken into account; reading stops at the
+    /// first fragment that is not this receive's message (which the
+    /// receive may then take once posted). Other components are not
+    /// progressed meanwhile; `polls` bounds that delay.
+    pub fn irecv_polling(
+        &mut self,
+        buf: Buffer,
+        src: Source,
+        tag: Tag,
+        ctx: u16,
+        polls: u32,
+    ) -> Result<ReqId, PmlError> {
+        if let (Source::Rank(s), true) = (src, self.st.cfg.recv_arrived) {
+            let mut left = polls.max(1);
+            loop {
+                match self.recv_arrived(&buf, s, tag, ctx) {
+                    Arrived::Taken(status) => return Ok(ReqId::received_inline(status)),
+                    Arrived::Nothing(btl) => {
+                        left -= 1;
+                        if left == 0 || !self.btls[btl].polls_from_peer() {
+                            break;
+                        }
+                    }
+                    Arrived::Stopped => break,
+                }
+            }
+        }
+        self.post_new_recv(buf, src, tag, ctx)
+    }
+
+    /// Creates a receive and posts it (the end of [`Ob1::irecv`]).
+    #[inline(always)]
+    fn post_new_recv(
+        &mut self,
+        buf: Buffer,
+        src: Source,
+        tag: Tag,
+        ctx: u16,
+    ) -> Result<ReqId, PmlError> {
         let r = self.new_recv(buf, src, tag, ctx, false)?;
         // Created started, with its fields as `start_recv` would reset them.
         self.st.post_recv(r.0, ctx, src, tag);
@@ -1375,10 +1423,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// message no posted receive takes, and that this receive would take
     /// once posted, completes it here (the status). Reading stops there, or
     /// once a message goes unexpected.
-    fn recv_arrived(&mut self, buf: &Buffer, src: u32, tag: Tag, ctx: u16) -> Option<Status> {
-        let comm = self.st.comms.get(usize::from(ctx))?.as_ref()?;
-        let peer = *comm.world.get(src as usize)?;
-        let (btl, ep) = self.st.bml.get(peer as usize)?.eager?;
+    fn recv_arrived(&mut self, buf: &Buffer, src: u32, tag: Tag, ctx: u16) -> Arrived {
+        let Some((peer, btl, ep)) = self.eager_route(src, ctx) else {
+            return Arrived::Stopped;
+        };
         let mut fresh = Fresh {
             ctx,
             src,
@@ -1389,7 +1437,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             stop: false,
         };
         let st = &mut self.st;
-        self.btls[btl].progress_from(ep, &mut |tag, data| {
+        let read = self.btls[btl].progress_from(ep, &mut |tag, data| {
             // Eager data for matching; anything else as progress handles it.
             if tag == HdrType::Match.am_tag() {
                 if let Some((m, payload)) = MatchHdr::read(data) {
@@ -1400,11 +1448,24 @@ impl<B: ?Sized + Btl> Ob1<B> {
             Sink { st, btl }.on_recv(ep, tag, data);
             true
         });
-        let got = fresh.got;
+        let (got, stop) = (fresh.got, fresh.stop);
         if self.st.has_queued() {
             self.run_actions();
         }
-        got
+        match got {
+            Some(status) => Arrived::Taken(status),
+            None if stop || read > 0 => Arrived::Stopped,
+            None => Arrived::Nothing(btl),
+        }
+    }
+
+    /// World rank of `src` on `ctx` and its eager BTL and endpoint.
+    #[inline]
+    fn eager_route(&self, src: u32, ctx: u16) -> Option<(u32, usize, Endpoint)> {
+        let comm = self.st.comms.get(usize::from(ctx))?.as_ref()?;
+        let peer = *comm.world.get(src as usize)?;
+        let (btl, ep) = self.st.bml.get(peer as usize)?.eager?;
+        Some((peer, btl, ep))
     }
 
     /// Creates an inactive persistent receive (`MPI_Recv_init`).
@@ -3424,6 +3485,17 @@ impl State {
 struct Sink<'a> {
     st: &'a mut State,
     btl: usize,
+}
+
+/// What one read of a source's channel before posting a receive found.
+enum Arrived {
+    /// The receive's message: it completed with this status.
+    Taken(Status),
+    /// Nothing had arrived on this BTL: reading again may find it.
+    Nothing(usize),
+    /// Something else was read (or the source has no eager channel): post
+    /// the receive now.
+    Stopped,
 }
 
 /// A receive about to be posted ([`Ob1::irecv`] reading what arrived from

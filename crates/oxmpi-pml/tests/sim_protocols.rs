@@ -29,6 +29,11 @@ struct Masked<B: Btl> {
     hold: Option<Rc<Hold>>,
     /// Puts go out with a forged key (the target refuses them).
     forge_keys: bool,
+    /// When set, the module says a peer's fragments can be seen landing by
+    /// polling `progress_from` alone (as shared memory does), and while the
+    /// count is above 0 each `progress_from` call finds nothing and takes
+    /// one off it (a message that lands during the polling).
+    late_reads: Option<Rc<Cell<u32>>>,
 }
 
 /// Control messages a [`Masked`] BTL holds back.
@@ -147,7 +152,14 @@ impl<B: Btl> Btl for Masked<B> {
         self.inner.progress(sink)
     }
     fn progress_from(&mut self, ep: Endpoint, take: &mut dyn FnMut(AmTag, &[u8]) -> bool) -> usize {
+        if let Some(late) = self.late_reads.as_ref().filter(|l| l.get() > 0) {
+            late.set(late.get() - 1);
+            return 0;
+        }
         self.inner.progress_from(ep, take)
+    }
+    fn polls_from_peer(&self) -> bool {
+        self.late_reads.is_some()
     }
     fn has_work(&self) -> bool {
         self.inner.has_work()
@@ -186,6 +198,7 @@ fn world_failing(
         fail,
         hold: None,
         forge_keys: false,
+        late_reads: None,
     })
 }
 
@@ -523,6 +536,91 @@ fn a_message_already_here_keeps_matching_order() {
 }
 
 #[test]
+fn a_blocking_receive_polls_its_source_before_posting() {
+    // The BTL sees a peer's fragments land by polling `progress_from`; the
+    // message is "in flight" for the first 3 reads.
+    let late = Rc::new(Cell::new(0));
+    let l = late.clone();
+    let mut w = world_over(
+        vec![SimNet::new(SimConfig::default())],
+        2,
+        sim_pml(),
+        move |_, inner| Masked {
+            inner,
+            keep: all_caps(),
+            extra: Caps::NONE,
+            fail: Caps::NONE,
+            hold: None,
+            forge_keys: false,
+            late_reads: Some(l.clone()),
+        },
+    );
+    let mut src = Mem::pattern(8, 9);
+    let want = src.0.clone();
+    let mut send_one = |w: &mut World, tag: i32| {
+        w.ranks[0]
+            .isend(src.buf(), 1, tag, CTX, SendMode::Standard)
+            .unwrap();
+        deliver_all(w);
+    };
+    // Found on the 4th of 8 reads: completed without being posted.
+    send_one(&mut w, 5);
+    late.set(3);
+    let mut dst = Mem::zeros(8);
+    let id = w.ranks[1]
+        .irecv_polling(dst.buf(), Source::Rank(0), Tag::Value(5), CTX, 8)
+        .unwrap();
+    assert!(id.completed_inline(), "taken while polling");
+    assert_eq!(dst.0, want);
+    assert_eq!(late.get(), 0);
+    // Only 2 reads allowed: posted, and it completes as usual.
+    send_one(&mut w, 6);
+    late.set(3);
+    let mut dst = Mem::zeros(8);
+    let id = w.ranks[1]
+        .irecv_polling(dst.buf(), Source::Rank(0), Tag::Value(6), CTX, 2)
+        .unwrap();
+    assert!(!id.completed_inline(), "posted after 2 empty reads");
+    assert_eq!(late.get(), 1);
+    late.set(0);
+    assert_eq!(w.wait(1, id).tag, 6);
+    assert_eq!(dst.0, want);
+    // A message for another receive stops the polling at once (it goes
+    // unexpected, in order), and the receive is posted.
+    send_one(&mut w, 7);
+    let mut dst = Mem::zeros(8);
+    let id = w.ranks[1]
+        .irecv_polling(dst.buf(), Source::Rank(0), Tag::Value(8), CTX, 8)
+        .unwrap();
+    assert!(!id.completed_inline());
+    assert_eq!(w.ranks[1].counters().unexpected, 1);
+    send_one(&mut w, 8);
+    assert_eq!(w.wait(1, id).tag, 8);
+    let mut seven = Mem::zeros(8);
+    w.recv(1, seven.buf(), Source::Rank(0), Tag::Value(7));
+    assert_eq!(seven.0, want);
+    assert_eq!(w.ranks[1].counters().recv_arrived, 1);
+}
+
+#[test]
+fn a_module_that_cannot_see_arrivals_by_polling_is_read_once() {
+    // The sim BTL as it is (polls_from_peer false): one read, then posted,
+    // however many polls are allowed.
+    let mut w = world(2);
+    let mut dst = Mem::zeros(8);
+    let id = w.ranks[1]
+        .irecv_polling(dst.buf(), Source::Rank(0), Tag::Value(5), CTX, 64)
+        .unwrap();
+    assert!(!id.completed_inline());
+    let mut src = Mem::pattern(8, 2);
+    w.ranks[0]
+        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    assert_eq!(w.wait(1, id).tag, 5);
+    assert_eq!(dst.0, src.0);
+}
+
+#[test]
 fn reading_arrivals_before_posting_can_be_turned_off() {
     let pml = PmlConfig {
         recv_arrived: false,
@@ -812,6 +910,7 @@ fn world_put_ordered(forge: Option<u32>) -> World {
         fail: Caps::NONE,
         hold: None,
         forge_keys: forge == Some(r),
+        late_reads: None,
     })
 }
 
@@ -1434,6 +1533,7 @@ fn world_links(cfgs: [SimConfig; 2], keep: Caps, fail: Caps, pml: PmlConfig) -> 
         fail,
         hold: None,
         forge_keys: false,
+        late_reads: None,
     })
 }
 
@@ -1686,6 +1786,7 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
         fail: Caps::NONE,
         hold: (r == 0).then(|| Rc::clone(&hold)),
         forge_keys: false,
+        late_reads: None,
     });
     let len = 100 * 1024;
     let mut src = Mem::pattern(len, 1);

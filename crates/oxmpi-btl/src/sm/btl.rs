@@ -1865,6 +1865,10 @@ impl Btl for SmBtl {
         n
     }
 
+    fn polls_from_peer(&self) -> bool {
+        true
+    }
+
     fn has_work(&self) -> bool {
         self.bound > 0
             || !self.completions.is_empty()
