@@ -160,12 +160,56 @@ fn slots_of<T>(buf: &mut [T], slot: usize) -> Vec<&mut [T]> {
 
 /// A receive buffer, written once so that its pages are mapped before
 /// timing (a zero fill would come from calloc, untouched).
-fn touched(len: usize) -> Vec<u8> {
-    vec![b'-'; len.max(1)]
+/// Page size the byte buffers are aligned to (SUITE.md: page-aligned, as
+/// the C suite's `posix_memalign`).
+const PAGE: usize = 4096;
+
+/// A page-aligned byte buffer, filled (so touched) when made. Without the
+/// alignment, a large `Vec` starts 16 bytes into its page (malloc's chunk
+/// header) and every single-copy transfer spans one page more than the C
+/// suite's: the two suites would not measure the same thing.
+struct PageBuf {
+    raw: Vec<u8>,
+    off: usize,
+    len: usize,
 }
 
-fn filled(len: usize, rank: i32) -> Vec<u8> {
-    vec![b'a'.wrapping_add(rank as u8); len.max(1)]
+impl PageBuf {
+    fn new(len: usize, fill: u8) -> PageBuf {
+        let len = len.max(1);
+        let raw = vec![fill; len + PAGE];
+        let off = raw.as_ptr().align_offset(PAGE).min(PAGE);
+        PageBuf { raw, off, len }
+    }
+
+    fn empty() -> PageBuf {
+        PageBuf {
+            raw: Vec::new(),
+            off: 0,
+            len: 0,
+        }
+    }
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.raw[self.off..self.off + self.len]
+    }
+}
+
+impl std::ops::DerefMut for PageBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
+    }
+}
+
+fn touched(len: usize) -> PageBuf {
+    PageBuf::new(len, b'-')
+}
+
+fn filled(len: usize, rank: i32) -> PageBuf {
+    PageBuf::new(len, b'a'.wrapping_add(rank as u8))
 }
 
 /// Runs one test; rank 0 prints its lines.
@@ -337,12 +381,12 @@ fn bw<L: Level>(w: &Communicator<'_, L>, opts: &Options) {
     let mut rbuf = if rank == 1 {
         touched(max * WINDOW)
     } else {
-        Vec::new()
+        PageBuf::empty()
     };
     for &size in &opts.sizes {
         let (dflt, warm) = bw_iters(size, opts.quick);
         let mut slots: Vec<&mut [u8]> = if rank == 1 {
-            slots_of(&mut rbuf, size)
+            slots_of(&mut rbuf[..], size)
         } else {
             Vec::new()
         };
@@ -431,7 +475,7 @@ fn msgrate<L: Level>(w: &Communicator<'_, L>, opts: &Options) {
     let sbuf = filled(max, rank);
     let mut rbuf = touched(max * WINDOW);
     for &size in &opts.sizes {
-        let mut slots = slots_of(&mut rbuf, size);
+        let mut slots = slots_of(&mut rbuf[..], size);
         let run = |slots: &mut [&mut [u8]], n: usize| {
             for _ in 0..n {
                 window(w, peer, sending, &sbuf[..size], slots);
