@@ -176,6 +176,12 @@ fn examples_run_over_sm_and_tcp() {
         ("server", 4, "server: served 300 requests from 3 clients"),
         ("halo", 4, "all ghost cells checked"),
         ("threads", 3, "threads: 3 ranks x 4 threads"),
+        // The receive-path measure (it checks every window's data).
+        (
+            "sm_recv_path",
+            2,
+            "ns per message (receives of a window already here)",
+        ),
     ] {
         for btl in ["self,sm", "self,tcp"] {
             let out = support::run(np, btl, name, &[], LIMIT);
