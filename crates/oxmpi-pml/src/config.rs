@@ -5,8 +5,9 @@ use oxmpi_runtime::mca::{McaError, ParamSpec, Registry};
 /// Tunables of the ob1 PML, read from the parameter registry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PmlConfig {
-    /// Largest message (header included) sent with the BTL's immediate
-    /// send (`pml_ob1_sendi_limit`).
+    /// Largest message (its data; the header is not counted, as in Open
+    /// MPI's ob1) sent with the BTL's immediate send, when the BTL's
+    /// `max_sendi_size` takes it with its header (`pml_ob1_sendi_limit`).
     pub sendi_limit: usize,
     /// Fragments of one request in flight in the send/receive pipeline
     /// (`pml_ob1_send_pipeline_depth`).
@@ -69,7 +70,9 @@ impl PmlConfig {
         reg.register(
             ParamSpec::size("pml", "ob1", "sendi_limit", d.sendi_limit as u64)
                 .level(4)
-                .help("largest message (header included) sent with an immediate send"),
+                .help(
+                    "largest message (data bytes, header not counted) sent with an immediate send",
+                ),
         )?;
         reg.register(
             ParamSpec::int(

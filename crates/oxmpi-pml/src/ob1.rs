@@ -14,7 +14,7 @@
 //!
 //! ```text
 //! if not synchronous and size + MATCH <= eager_limit and credits allow:
-//!     if contiguous and size + MATCH <= min(sendi_limit, max_sendi_size): immediate (sendi)
+//!     if contiguous and size <= sendi_limit and size + MATCH <= max_sendi_size: immediate (sendi)
 //!     elif contiguous and BTL sends in place:                         prepared (prepare_src)
 //!     else:                                                           allocated (copy)
 //! elif contiguous and an RDMA BTL to the peer can GET:                 RGET (RDMA direct get)
@@ -1264,11 +1264,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let wire = len + MATCH_LEN;
         let lim = &st.limits[b];
         if !st.caps[b].contains(Caps::SENDI)
-            || wire
-                > st.cfg
-                    .sendi_limit
-                    .min(lim.max_sendi_size)
-                    .min(lim.eager_limit)
+            || len > st.cfg.sendi_limit
+            || wire > lim.max_sendi_size.min(lim.eager_limit)
         {
             return None;
         }
@@ -1622,7 +1619,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
             s.first_len = len;
             s.proto = if contig
                 && caps.contains(Caps::SENDI)
-                && wire <= st.cfg.sendi_limit.min(lim.max_sendi_size)
+                && len <= st.cfg.sendi_limit
+                && wire <= lim.max_sendi_size
             {
                 Proto::Sendi
             } else {
@@ -1755,7 +1753,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
             let tok_kind = TokKind::First;
             // Immediate send: header and data in one BTL call, no descriptor.
             let sent_now = if (s.proto == Proto::Sendi
-                || (hl + first <= lim.max_sendi_size.min(st.cfg.sendi_limit)
+                || (first <= st.cfg.sendi_limit
+                    && hl + first <= lim.max_sendi_size
                     && caps.contains(Caps::SENDI)))
                 && s.buf.contig().is_some()
             {

@@ -680,6 +680,24 @@ fn eager_immediate_prepared_and_copied() {
 }
 
 #[test]
+fn the_immediate_send_limit_counts_data_not_headers() {
+    // As Open MPI's ob1 (`size * count > 256`): a message of exactly
+    // `sendi_limit` data bytes goes through sendi (its header on top, within
+    // the BTL's max_sendi_size); one byte more does not.
+    let pml = PmlConfig {
+        sendi_limit: 64,
+        ..sim_pml()
+    };
+    let mut w = world_ext(2, SimConfig::default(), all_caps(), Caps::SEND_INPLACE, pml);
+    transfer(&mut w, 64, SendMode::Standard);
+    let c = w.ranks[0].counters();
+    assert_eq!((c.eager_sendi, c.eager_prepared), (1, 0), "{c:?}");
+    transfer(&mut w, 65, SendMode::Standard);
+    let c = w.ranks[0].counters();
+    assert_eq!((c.eager_sendi, c.eager_prepared), (1, 1), "{c:?}");
+}
+
+#[test]
 fn rdma_direct_get() {
     let mut w = world(2);
     transfer(&mut w, 300 * 1024, SendMode::Standard);
