@@ -1,7 +1,7 @@
 //! `oxmpi-bench compare`: builds what it needs, installs Open MPI 5 and
 //! MPICH 5 from PyPI (once, cached under `target/bench`), compiles the C
 //! suite with every implementation's `mpicc`, and runs every test on every
-//! implementation interleaved (A B C D, A B C D...), over shared memory and
+//! implementation interleaved (A B C D, B C D A, ...), over shared memory and
 //! TCP loopback, with the physical limits measured in the same run.
 
 use std::io::{BufRead, BufReader, IsTerminal, Read};
@@ -526,7 +526,12 @@ pub fn compare(cfg: &Config) -> Result<Outcome, String> {
         lims.extend(limits::measure(&bw_sizes, cfg.quick || cfg.smoke));
         for p in &plan {
             for tr in &cfg.transports {
-                for imp in &impls {
+                // Each round starts with the next implementation (A B C D,
+                // B C D A, ...), so that none always runs first after
+                // another test (and after whatever the machine still does
+                // for the job before).
+                let first = (rep - 1) % impls.len();
+                for imp in impls[first..].iter().chain(&impls[..first]) {
                     let msg = format!("rep {rep}/{}: {} {tr} {}", cfg.reps, p.label, imp.key);
                     if !std::io::stderr().is_terminal() {
                         // No bar in a log: one line per run instead.

@@ -182,7 +182,7 @@ pub fn markdown(cfg: &Config, o: &Outcome, table: &Table) -> String {
     );
     let _ = writeln!(
         md,
-        "Took {:.0} s; every point repeated {} time(s), the implementations interleaved in each round.\n",
+        "Took {:.0} s; every point repeated {} time(s), the implementations interleaved in each round, each round starting with the next one.\n",
         o.elapsed.as_secs_f64(),
         cfg.reps
     );
