@@ -538,6 +538,10 @@ pub fn compare(cfg: &Config) -> Result<Outcome, String> {
                         eprintln!("[{}/{runs}] {msg}", bar.position() + 1);
                     }
                     bar.set_message(msg);
+                    // The machine's state for this run (a few ms; the probe
+                    // pins this thread, which the launcher would inherit).
+                    let state = limits::cacheline(0.005);
+                    limits::unpin();
                     let cmd = command(imp, p, tr, cfg.quick || cfg.smoke);
                     let got = run_one(cmd, cfg.timeout).and_then(|lines| {
                         let mut sizes: Vec<usize> = lines.iter().map(|l| l.0).collect();
@@ -561,6 +565,7 @@ pub fn compare(cfg: &Config) -> Result<Outcome, String> {
                                     rep,
                                     value,
                                     unit,
+                                    cacheline_us: state,
                                 });
                             }
                         }

@@ -24,7 +24,30 @@ pub struct Sample {
     pub value: f64,
     /// `us`, `MB/s` or `msg/s`.
     pub unit: String,
+    /// The machine's state just before the run: half the round trip of a
+    /// cache line between cores 0 and 1, in us (NaN when not probed).
+    pub cacheline_us: f64,
 }
+
+/// Where a run's cache-line half round trip (`Sample::cacheline_us`) puts
+/// the machine. On the 2-core virtual machines this was written on the
+/// round trip is about 100 ns (usual), about 50 ns (both virtual CPUs seem to
+/// share a core: less compute) or about 500 ns (slow: every line that moves
+/// between the cores costs five times more).
+pub fn state_band(cacheline_us: f64) -> &'static str {
+    if cacheline_us.is_nan() {
+        "not probed"
+    } else if cacheline_us < 0.035 {
+        "below 35 ns"
+    } else if cacheline_us <= 0.15 {
+        "35 to 150 ns"
+    } else {
+        "above 150 ns"
+    }
+}
+
+/// The bands [`state_band`] names, in order.
+pub const STATE_BANDS: [&str; 4] = ["below 35 ns", "35 to 150 ns", "above 150 ns", "not probed"];
 
 /// The repetitions of one point summarized.
 #[derive(Clone, Debug)]
@@ -219,6 +242,7 @@ pub fn markdown(cfg: &Config, o: &Outcome, table: &Table) -> String {
              loopback (8-byte ping-pong; windows of 64 writes). Best over the repetitions.\n"
         );
     }
+    state_section(&mut md, &o.samples, &keys);
     let tests: Vec<String> = o.plan.iter().map(|p| p.label.clone()).collect();
     for tr in &cfg.transports {
         let _ = writeln!(md, "## {tr}\n");
@@ -412,6 +436,53 @@ fn kernel() -> String {
         .unwrap_or_default()
 }
 
+/// "Machine state": how many runs of each implementation started in each
+/// state band (`samples.csv` has the probe of every run).
+fn state_section(md: &mut String, samples: &[Sample], keys: &[&str]) {
+    // One probe per run: count each (impl, transport, test, rep) once.
+    type Run<'a> = (&'a str, &'a str, usize);
+    let mut runs: BTreeMap<(&str, &str), std::collections::BTreeSet<Run<'_>>> = BTreeMap::new();
+    for s in samples {
+        runs.entry((s.imp.as_str(), state_band(s.cacheline_us)))
+            .or_default()
+            .insert((s.transport.as_str(), s.test.as_str(), s.rep));
+    }
+    if runs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "## Machine state
+"
+    );
+    let _ = writeln!(
+        md,
+        "Runs by the cache-line half round trip between cores 0 and 1 measured just before \
+         each run (`cacheline_us` in `samples.csv`). On a virtual machine it changes from one \
+         launch to the next; runs in a slower state than another implementation's are not \
+         comparable with them.\n"
+    );
+    let mut head = "| state |".to_string();
+    let mut line = "|---|".to_string();
+    for k in keys {
+        let _ = write!(head, " {k} |");
+        line.push_str("---:|");
+    }
+    let _ = writeln!(md, "{head}\n{line}");
+    for band in STATE_BANDS {
+        if !keys.iter().any(|k| runs.contains_key(&(*k, band))) {
+            continue;
+        }
+        let mut row = format!("| {band} |");
+        for k in keys {
+            let n = runs.get(&(*k, band)).map_or(0, |m| m.len());
+            let _ = write!(row, " {n} |");
+        }
+        let _ = writeln!(md, "{row}");
+    }
+    let _ = writeln!(md);
+}
+
 /// Writes `report.md`, `samples.csv`, `summary.csv`, `limits.csv` and the
 /// plots under `cfg.out`.
 pub fn write(cfg: &Config, o: &Outcome) -> Result<(), String> {
@@ -423,12 +494,12 @@ pub fn write(cfg: &Config, o: &Outcome) -> Result<(), String> {
         std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))
     };
     put("report.md", markdown(cfg, o, &table))?;
-    let mut csv = "impl,transport,test,size,rep,value,unit\n".to_string();
+    let mut csv = "impl,transport,test,size,rep,value,unit,cacheline_us\n".to_string();
     for s in &o.samples {
         let _ = writeln!(
             csv,
-            "{},{},{},{},{},{},{}",
-            s.imp, s.transport, s.test, s.size, s.rep, s.value, s.unit
+            "{},{},{},{},{},{},{},{:.4}",
+            s.imp, s.transport, s.test, s.size, s.rep, s.value, s.unit, s.cacheline_us
         );
     }
     put("samples.csv", csv)?;
@@ -487,6 +558,7 @@ mod tests {
             rep,
             value,
             unit: unit.into(),
+            cacheline_us: 0.05,
         }
     }
 
@@ -553,6 +625,35 @@ mod tests {
         let b = best_limits(&l);
         assert_eq!(b[&("memcpy", 4096)].0, 30.0);
         assert_eq!(b[&("cacheline", 64)].0, 0.05);
+    }
+
+    #[test]
+    fn runs_are_counted_once_per_state_band() {
+        assert_eq!(state_band(0.025), "below 35 ns");
+        assert_eq!(state_band(0.05), "35 to 150 ns");
+        assert_eq!(state_band(0.25), "above 150 ns");
+        assert_eq!(state_band(f64::NAN), "not probed");
+        let mut v = Vec::new();
+        // oxmpi: two runs (two sizes each) in the usual state, one slow;
+        // ompi5: one run of each.
+        for (imp, rep, state) in [
+            ("oxmpi", 1, 0.05),
+            ("oxmpi", 2, 0.05),
+            ("oxmpi", 3, 0.25),
+            ("ompi5", 1, 0.05),
+            ("ompi5", 2, 0.25),
+        ] {
+            for size in [8, 64] {
+                let mut s = sample(imp, "latency", size, rep, 1.0, "us");
+                s.cacheline_us = state;
+                v.push(s);
+            }
+        }
+        let mut md = String::new();
+        state_section(&mut md, &v, &["oxmpi", "ompi5"]);
+        assert!(md.contains("| 35 to 150 ns | 2 | 1 |"), "{md}");
+        assert!(md.contains("| above 150 ns | 1 | 1 |"), "{md}");
+        assert!(!md.contains("below 35 ns"), "{md}");
     }
 
     #[test]
