@@ -333,7 +333,23 @@ impl Context {
     /// sequence) order, holding exactly the messages that fit it (the
     /// `ANY_TAG` lists leave out negative tags), so its head is the message
     /// MPI requires. An `ANY_SOURCE` post never looks at idle peers.
+    #[inline]
     fn find_unexpected<M>(
+        &self,
+        unexp: &Slab<UnexpNode<M>>,
+        source: Option<u32>,
+        tag: Option<i32>,
+    ) -> Option<u32> {
+        // Nothing unexpected anywhere (the usual case of a receive posted
+        // in time): no list to look at.
+        if unexp.len() == 0 {
+            return None;
+        }
+        self.unexpected_head(unexp, source, tag)
+    }
+
+    /// [`Context::find_unexpected`] when something is unexpected.
+    fn unexpected_head<M>(
         &self,
         unexp: &Slab<UnexpNode<M>>,
         source: Option<u32>,
@@ -920,10 +936,9 @@ impl<R: Copy, M> Engine<R, M> {
         let fresh_tag = tag_selector(fresh_tag);
         if fresh_context != context
             || !fits(Some(fresh_source), fresh_tag, source, tag)
-            || (self.store.unexp.len() > 0
-                && ctx
-                    .find_unexpected(&self.store.unexp, Some(fresh_source), fresh_tag)
-                    .is_some())
+            || ctx
+                .find_unexpected(&self.store.unexp, Some(fresh_source), fresh_tag)
+                .is_some()
         {
             return None;
         }

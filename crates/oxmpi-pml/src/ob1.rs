@@ -1352,15 +1352,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
         tag: Tag,
         ctx: u16,
     ) -> Result<ReqId, PmlError> {
-        // One read, written out rather than `irecv_polling(.., 1)`: the loop
-        // cost every non-blocking receive 20 instructions (callgrind,
-        // `examples/sm_recv_path.rs`: 600 -> 620 per message).
-        if let (Source::Rank(s), true) = (src, self.st.cfg.recv_arrived) {
-            if let Arrived::Taken(status) = self.recv_arrived(&buf, s, tag, ctx) {
-                return Ok(ReqId::received_inline(status));
-            }
+        match self.take_arrived(&buf, src, tag, ctx, 1) {
+            Some(id) => Ok(id),
+            None => self.post_new_recv(buf, src, tag, ctx),
         }
-        self.post_new_recv(buf, src, tag, ctx)
     }
 
     /// [`Ob1::irecv`] for a blocking receive (`MPI_Recv`): before posting,
@@ -1381,22 +1376,41 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
         polls: u32,
     ) -> Result<ReqId, PmlError> {
-        if let (Source::Rank(s), true) = (src, self.st.cfg.recv_arrived) {
-            let mut left = polls.max(1);
-            loop {
-                match self.recv_arrived(&buf, s, tag, ctx) {
-                    Arrived::Taken(status) => return Ok(ReqId::received_inline(status)),
-                    Arrived::Nothing(btl) => {
-                        left -= 1;
-                        if left == 0 || !self.btls[btl].polls_from_peer() {
-                            break;
-                        }
+        match self.take_arrived(&buf, src, tag, ctx, polls) {
+            Some(id) => Ok(id),
+            None => self.post_new_recv(buf, src, tag, ctx),
+        }
+    }
+
+    /// The receive's handle when its message is found among what arrives
+    /// from `src` within `polls` reads (at least one; more only where the
+    /// BTL `polls_from_peer`); `None`: post it. Inlined into both callers,
+    /// so [`Ob1::irecv`]'s constant single read has no loop left.
+    #[inline(always)]
+    fn take_arrived(
+        &mut self,
+        buf: &Buffer,
+        src: Source,
+        tag: Tag,
+        ctx: u16,
+        polls: u32,
+    ) -> Option<ReqId> {
+        let (Source::Rank(s), true) = (src, self.st.cfg.recv_arrived) else {
+            return None;
+        };
+        let mut left = polls.max(1);
+        loop {
+            match self.recv_arrived(buf, s, tag, ctx) {
+                Arrived::Taken(status) => return Some(ReqId::received_inline(status)),
+                Arrived::Nothing(btl) => {
+                    left -= 1;
+                    if left == 0 || !self.btls[btl].polls_from_peer() {
+                        return None;
                     }
-                    Arrived::Stopped => break,
                 }
+                Arrived::Stopped => return None,
             }
         }
-        self.post_new_recv(buf, src, tag, ctx)
     }
 
     /// Creates a receive and posts it (the end of [`Ob1::irecv`]).
@@ -1424,7 +1438,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// once posted, completes it here (the status). Reading stops there, or
     /// once a message goes unexpected.
     fn recv_arrived(&mut self, buf: &Buffer, src: u32, tag: Tag, ctx: u16) -> Arrived {
-        let Some((peer, btl, ep)) = self.eager_route(src, ctx) else {
+        let Some((peer, btl, ep)) = self.st.eager_route(src, ctx) else {
             return Arrived::Stopped;
         };
         let mut fresh = Fresh {
@@ -1448,24 +1462,17 @@ impl<B: ?Sized + Btl> Ob1<B> {
             Sink { st, btl }.on_recv(ep, tag, data);
             true
         });
-        let (got, stop) = (fresh.got, fresh.stop);
+        let got = fresh.got;
         if self.st.has_queued() {
             self.run_actions();
         }
+        // A fragment read that was not ours (one that went unexpected
+        // included): post now.
         match got {
             Some(status) => Arrived::Taken(status),
-            None if stop || read > 0 => Arrived::Stopped,
+            None if read > 0 => Arrived::Stopped,
             None => Arrived::Nothing(btl),
         }
-    }
-
-    /// World rank of `src` on `ctx` and its eager BTL and endpoint.
-    #[inline]
-    fn eager_route(&self, src: u32, ctx: u16) -> Option<(u32, usize, Endpoint)> {
-        let comm = self.st.comms.get(usize::from(ctx))?.as_ref()?;
-        let peer = *comm.world.get(src as usize)?;
-        let (btl, ep) = self.st.bml.get(peer as usize)?.eager?;
-        Some((peer, btl, ep))
     }
 
     /// Creates an inactive persistent receive (`MPI_Recv_init`).
@@ -3086,6 +3093,9 @@ impl State {
             return None;
         }
         let region = buf.contig()?;
+        // The lookups of `eager_route`, written out: called here they cost
+        // each send 6 to 8 instructions more (callgrind,
+        // `examples/sm_recv_path.rs`'s send window: 514.7 -> 520.7).
         let comm = self.comms.get(usize::from(ctx))?.as_ref()?;
         let (me, p) = (comm.me, *comm.world.get(dst as usize)? as usize);
         let (b, ep) = self.bml[p].eager?;
@@ -3093,6 +3103,17 @@ impl State {
             return None;
         }
         Some((region, me, p, b, ep))
+    }
+
+    /// The world rank of `rank` in `ctx` and its eager BTL and endpoint
+    /// (`None`: no such communicator or rank, or no eager BTL), for a
+    /// receive reading what arrived before it is posted.
+    #[inline(always)]
+    fn eager_route(&self, rank: u32, ctx: u16) -> Option<(u32, usize, Endpoint)> {
+        let comm = self.comms.get(usize::from(ctx))?.as_ref()?;
+        let peer = *comm.world.get(rank as usize)?;
+        let (btl, ep) = self.bml.get(peer as usize)?.eager?;
+        Some((peer, btl, ep))
     }
 
     /// Returns eager credit to a sender once its bytes left our queues.
