@@ -18,6 +18,10 @@ use crate::report::{self, Sample};
 /// The C suite, compiled with each implementation's `mpicc`.
 const C_SUITE: &str = include_str!("../c/oxbench.c");
 
+/// Seconds the state probe before each run takes (a few thousand round
+/// trips; `oxmpi-bench state` uses the same).
+pub const STATE_PROBE_BUDGET: f64 = 0.005;
+
 /// How `compare` runs.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -540,7 +544,7 @@ pub fn compare(cfg: &Config) -> Result<Outcome, String> {
                     bar.set_message(msg);
                     // The machine's state for this run (a few ms; the probe
                     // pins this thread, which the launcher would inherit).
-                    let state = limits::cacheline(0.005);
+                    let state = limits::cacheline(STATE_PROBE_BUDGET);
                     limits::unpin();
                     let cmd = command(imp, p, tr, cfg.quick || cfg.smoke);
                     let got = run_one(cmd, cfg.timeout).and_then(|lines| {

@@ -120,6 +120,10 @@ enum Cmd {
         #[arg(short, long, default_value = "65536,1048576,4194304")]
         sizes: String,
     },
+    /// Probe the machine's state as `compare` does before every run: half
+    /// a cache-line round trip between cores 0 and 1, printed as
+    /// `cacheline,64,US,us,BAND` (see docs/performance.md).
+    State,
     /// The far side of the process_vm_readv probe (internal).
     #[command(hide = true)]
     LimitsPeer {
@@ -169,6 +173,10 @@ fn main() {
             for l in limits::measure(&sizes, quick) {
                 println!("{},{},{:.4},{}", l.test, l.size, l.value, l.unit);
             }
+        }
+        Cmd::State => {
+            let us = limits::cacheline(compare::STATE_PROBE_BUDGET);
+            println!("cacheline,64,{us:.4},us,{}", report::state_band(us));
         }
         Cmd::LimitsPeer { size } => limits::cma_peer(size),
         Cmd::Compare {
