@@ -19,8 +19,17 @@ use crate::report::{self, Sample};
 const C_SUITE: &str = include_str!("../c/oxbench.c");
 
 /// Seconds the state probe before each run takes (a few thousand round
-/// trips; `oxmpi-bench state` uses the same).
-pub const STATE_PROBE_BUDGET: f64 = 0.005;
+/// trips).
+const STATE_PROBE_BUDGET: f64 = 0.005;
+
+/// The machine's state before a run: half a cache-line round trip between
+/// cores 0 and 1 in microseconds (a few ms). The probe pins this thread,
+/// which a launcher started next would inherit: it is unpinned again.
+pub fn probe_state() -> f64 {
+    let us = limits::cacheline(STATE_PROBE_BUDGET);
+    limits::unpin();
+    us
+}
 
 /// How `compare` runs.
 #[derive(Clone, Debug)]
@@ -542,10 +551,8 @@ pub fn compare(cfg: &Config) -> Result<Outcome, String> {
                         eprintln!("[{}/{runs}] {msg}", bar.position() + 1);
                     }
                     bar.set_message(msg);
-                    // The machine's state for this run (a few ms; the probe
-                    // pins this thread, which the launcher would inherit).
-                    let state = limits::cacheline(STATE_PROBE_BUDGET);
-                    limits::unpin();
+                    // The machine's state for this run.
+                    let state = probe_state();
                     let cmd = command(imp, p, tr, cfg.quick || cfg.smoke);
                     let got = run_one(cmd, cfg.timeout).and_then(|lines| {
                         let mut sizes: Vec<usize> = lines.iter().map(|l| l.0).collect();

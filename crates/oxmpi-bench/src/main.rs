@@ -13,6 +13,7 @@
 
 mod compare;
 mod limits;
+mod paired;
 mod plot;
 mod report;
 mod suite;
@@ -120,6 +121,40 @@ enum Cmd {
         #[arg(short, long, default_value = "65536,1048576,4194304")]
         sizes: String,
     },
+    /// oxmpi against one anchor inside one machine state: waits for the
+    /// band, runs oxmpi, the anchor, oxmpi (then the other way round), keeps
+    /// a triple only if the state held, prints each ratio and their
+    /// geometric mean with a 95% interval (docs/performance.md).
+    Paired {
+        /// The state band: low (below 35 ns), usual (35 to 150 ns) or slow
+        /// (above 150 ns).
+        #[arg(long, default_value = "slow")]
+        state: String,
+        /// shm or tcp.
+        #[arg(long, default_value = "tcp")]
+        transport: String,
+        /// A test of the suite.
+        #[arg(long, default_value = "bw")]
+        test: String,
+        /// Comma-separated sizes (default: the test's own).
+        #[arg(short, long)]
+        sizes: Option<String>,
+        /// The anchor: ompi5, mpich5, ompi4 or mpich4.
+        #[arg(long, default_value = "mpich5")]
+        anchor: String,
+        /// oxmpi's suite: oxmpi-c (the C suite) or oxmpi (the Rust suite).
+        #[arg(long, default_value = "oxmpi-c")]
+        oxmpi: String,
+        /// How long to measure.
+        #[arg(long, default_value_t = 10.0)]
+        minutes: f64,
+        /// The oxmpi checkout (default: the one this binary was built from).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Seconds before one run is killed (an error).
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
     /// Probe the machine's state as `compare` does before every run: half
     /// a cache-line round trip between cores 0 and 1, printed as
     /// `cacheline,64,US,us,BAND` (see docs/performance.md).
@@ -175,8 +210,63 @@ fn main() {
             }
         }
         Cmd::State => {
-            let us = limits::cacheline(compare::STATE_PROBE_BUDGET);
+            let us = compare::probe_state();
             println!("cacheline,64,{us:.4},us,{}", report::state_band(us));
+        }
+        Cmd::Paired {
+            state,
+            transport,
+            test,
+            sizes,
+            anchor,
+            oxmpi,
+            minutes,
+            root,
+            timeout,
+        } => {
+            let fail = |e: String| -> ! {
+                eprintln!("oxmpi-bench: {e}");
+                std::process::exit(2)
+            };
+            let band = match state.as_str() {
+                "low" => report::STATE_BANDS[0],
+                "usual" => report::STATE_BANDS[1],
+                "slow" => report::STATE_BANDS[2],
+                o => fail(format!("unknown state {o:?} (low, usual or slow)")),
+            };
+            if transport != "shm" && transport != "tcp" {
+                fail(format!("unknown transport {transport:?} (shm or tcp)"));
+            }
+            if !oxmpi.starts_with("oxmpi") || anchor.starts_with("oxmpi") {
+                fail(format!(
+                    "--oxmpi takes oxmpi or oxmpi-c, --anchor another implementation (got {oxmpi:?}, {anchor:?})"
+                ));
+            }
+            let sizes = sizes.map(|s| parse_sizes(&s).unwrap_or_else(|e| fail(e)));
+            let root = root.unwrap_or_else(default_root);
+            let p = paired::Paired {
+                cfg: compare::Config {
+                    quick: false,
+                    smoke: false,
+                    reps: 1,
+                    impls: vec![oxmpi, anchor],
+                    transports: vec![transport],
+                    tests: vec![test],
+                    pairs: 1,
+                    threads: 2,
+                    noise: 0.1,
+                    out: root.join("target/bench/paired"),
+                    root,
+                    timeout,
+                    command: std::env::args().collect::<Vec<_>>().join(" "),
+                },
+                band,
+                sizes,
+                duration: std::time::Duration::from_secs_f64(60.0 * minutes.max(0.0)),
+            };
+            if let Err(e) = paired::paired(&p) {
+                fail(e);
+            }
         }
         Cmd::LimitsPeer { size } => limits::cma_peer(size),
         Cmd::Compare {

@@ -1,5 +1,5 @@
 //! `oxmpi-bench state`: the probe `compare` takes before every run, on its
-//! own (scripts/paired-state.py waits on it).
+//! own (what `oxmpi-bench paired` waits on).
 
 use std::process::Command;
 
