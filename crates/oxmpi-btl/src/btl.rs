@@ -558,6 +558,18 @@ pub trait Btl {
     /// return, or fails with [`BtlError::NoResource`] having sent nothing.
     fn sendi(&mut self, ep: Endpoint, tag: AmTag, parts: &[&[u8]]) -> Result<(), BtlError>;
 
+    /// [`Btl::sendi`] of a protocol header followed by data, the PML's
+    /// small-message form: whether it was sent (complete on return). False
+    /// sends nothing and says nothing of why; the caller then takes a path
+    /// that calls [`Btl::sendi`] or [`Btl::send`] and meets the error
+    /// there. A BTL overrides it where the general form's list of parts
+    /// costs the hot path (the shared-memory BTL writes both straight into
+    /// its ring).
+    #[inline]
+    fn sendi_hdr(&mut self, ep: Endpoint, tag: AmTag, hdr: &[u8], data: &[u8]) -> bool {
+        self.sendi(ep, tag, &[hdr, data]).is_ok()
+    }
+
     /// Registers memory for RDMA.
     fn register_mem(&mut self, region: MemRegion, access: Access)
         -> Result<Registration, BtlError>;

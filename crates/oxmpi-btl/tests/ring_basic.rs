@@ -491,6 +491,9 @@ fn a_corrupt_ring_is_reported_and_no_longer_polled() {
 #[derive(Debug, Clone)]
 enum Op {
     Send(usize, u8),
+    /// `try_send_small` of a header and data (falling back to `try_send`
+    /// where it answers false, as its callers do).
+    Small(usize, usize, u8),
     Recv,
 }
 
@@ -498,6 +501,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     let op = prop_oneof![
         3 => (0usize..=248, any::<u8>()).prop_map(|(l, t)| Op::Send(l, t)),
         1 => (0usize..=56, any::<u8>()).prop_map(|(l, t)| Op::Send(l, t)),
+        3 => (0usize..=20, 0usize..=20, any::<u8>()).prop_map(|(h, d, t)| Op::Small(h, d, t)),
         3 => Just(Op::Recv),
     ];
     proptest::collection::vec(op, 1..400)
@@ -524,6 +528,25 @@ proptest! {
                             prop_assert!(!model.is_empty() || !found_empty_since_last_recv);
                         }
                         Err(e) => prop_assert!(false, "{}", e),
+                    }
+                }
+                Op::Small(h, d, tag) => {
+                    let payload = pattern(seq, h + d);
+                    let (hdr, data) = payload.split_at(h);
+                    let small = p.try_send_small(tag, hdr, data);
+                    // Only its sizes go the small way.
+                    prop_assert!(!small || ((8..=16).contains(&h) && d <= 16));
+                    let sent = small || match p.try_send(tag, &[hdr, data]) {
+                        Ok(()) => true,
+                        Err(SendError::Full) => {
+                            prop_assert!(!model.is_empty() || !found_empty_since_last_recv);
+                            false
+                        }
+                        Err(e) => { prop_assert!(false, "{}", e); false }
+                    };
+                    if sent {
+                        model.push_back((tag, payload.clone()));
+                        seq += 1;
                     }
                 }
                 Op::Recv => {

@@ -49,6 +49,37 @@ fn send_all(p: &mut oxmpi_btl::sm::ring::RingProducer, lens: &[usize]) {
     }
 }
 
+/// As [`send_all`], each record as a 8-byte header and the rest through
+/// `try_send_small` (the immediate send's path), `try_send` where it
+/// answers false.
+fn send_all_small(p: &mut oxmpi_btl::sm::ring::RingProducer, lens: &[usize]) {
+    for (seq, &len) in lens.iter().enumerate() {
+        let msg = payload(seq as u8, len);
+        let (hdr, data) = msg.split_at(8);
+        loop {
+            if p.try_send_small(seq as u8, hdr, data) {
+                break;
+            }
+            match p.try_send(seq as u8, &[hdr, data]) {
+                Ok(()) => break,
+                Err(SendError::Full) => thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn small_records_hand_off_intact() {
+    model(|| {
+        let (mut p, mut c) = Ring::new_heap(256).unwrap();
+        let lens = [20usize, 8, 24, 12];
+        let t = thread::spawn(move || send_all_small(&mut p, &lens));
+        receive(&mut c, &lens);
+        t.join().unwrap();
+    });
+}
+
 #[test]
 fn hand_off_keeps_payloads_intact() {
     model(|| {

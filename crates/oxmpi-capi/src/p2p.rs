@@ -123,6 +123,14 @@ unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuf
                 format!("{n} elements overflow the address space"),
             )
         })?;
+        if buf.is_null() && len > 0 {
+            // A predefined type holds no absolute address (that is what
+            // MPI_BOTTOM, the null pointer, would be for).
+            return Err(Error::new(
+                ErrorClass::Buffer,
+                format!("the buffer is a null pointer and the count is {n}"),
+            ));
+        }
         // SAFETY: forwarded from the caller (`len` bytes at `buf`).
         return Ok(unsafe { RawBuffer::bytes(buf.cast(), len) });
     }
@@ -152,6 +160,42 @@ fn start_send(
     mode: SendMode,
 ) -> Result<Op, Error> {
     b.send_to(&c.comm.process_at_rank(dest), tag, mode)
+}
+
+/// The small-message path of `MPI_Isend` and `MPI_Send`: sends `buf, n,
+/// dt` to `dest` at once when it is contiguous bytes of a predefined type
+/// that go out complete inside the call (seed 000's immediate send), with
+/// no buffer object, request or result built. False sends nothing: the
+/// caller takes the general path, which also reports every error (so a
+/// null buffer, a bad count or rank or tag never come here as sent).
+///
+/// # Safety
+/// `buf` valid for the call, as the MPI standard requires.
+#[inline(always)]
+unsafe fn send_inline(
+    c: &CommObj,
+    buf: *const c_void,
+    n: i64,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+) -> bool {
+    let Some(size) = crate::types::contiguous_size(dt) else {
+        return false;
+    };
+    let Some(len) = usize::try_from(n).ok().and_then(|n| n.checked_mul(size)) else {
+        return false;
+    };
+    let data: &[u8] = if len == 0 {
+        &[]
+    } else if buf.is_null() {
+        return false;
+    } else {
+        // SAFETY: `len` bytes at `buf`, valid for the call (the caller's
+        // contract); the send copies them before it returns true.
+        unsafe { std::slice::from_raw_parts(buf.cast(), len) }
+    };
+    c.comm.process_at_rank(dest).try_send_inline(data, tag)
 }
 
 /// The Rust API's source for a C `source` argument (`MPI_ANY_SOURCE`:
@@ -596,6 +640,13 @@ fn send(
     mode: SendMode,
 ) -> Result<(), Error> {
     let c = state()?.comm(comm)?;
+    if mode == SendMode::Standard
+        && !predefined(comm)
+        // SAFETY: the caller's buffer, valid for the call.
+        && unsafe { send_inline(&c, buf, n, dt, dest, tag) }
+    {
+        return Ok(());
+    }
     // SAFETY: the caller's buffer, valid for the call.
     let b = unsafe { raw(buf, n, dt) }?;
     let st = b.send_status(&c.comm.process_at_rank(dest), tag, mode)?;
@@ -612,6 +663,18 @@ fn isend(
     req: *mut usize,
 ) -> Result<(), Error> {
     let c = state()?.comm(comm)?;
+    if req.is_null() {
+        // Checked before anything is sent.
+        return Err(crate::state::null_arg("request"));
+    }
+    if mode == SendMode::Standard
+        && !predefined(comm)
+        // SAFETY: the caller's buffer, valid for the call.
+        && unsafe { send_inline(&c, buf, n, dt, dest, tag) }
+    {
+        // SAFETY: the caller's out-parameter.
+        return unsafe { put(req, REQUEST_SENT, "request") };
+    }
     // SAFETY: the caller keeps the buffer valid until the request completes.
     let b = unsafe { raw(buf, n, dt) }?;
     let h = match start_send(&c, b, dest, tag, mode)?.completed_inline() {
@@ -640,11 +703,200 @@ fn send_init(
     unsafe { put(req, h, "request") }
 }
 
-entry! {
-    /// `MPI_Send`.
-    fn MPI_Send / PMPI_Send(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
+/// `MPI_Send`: the small-message path first, in a frame of its own (as
+/// [`PMPI_Isend`]), then the general one.
+///
+/// # Safety
+/// The pointers must be valid as the MPI standard requires for this call.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Send(
+    buf: *const c_void,
+    n: c_int,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    comm: usize,
+) -> c_int {
+    crate::state::fast_or(
+        "MPI_Send",
+        Some(comm),
+        // SAFETY: the caller's buffer, valid for the call.
+        || unsafe { send_inline_predefined(buf, n, dt, dest, tag, comm) },
+        // SAFETY: the same contract, forwarded.
+        || unsafe { send_general(buf, n, dt, dest, tag, comm) },
+    )
+}
+
+/// `MPI_Send`.
+///
+/// # Safety
+/// As for [`PMPI_Send`].
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Send(
+    buf: *const c_void,
+    n: c_int,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    comm: usize,
+) -> c_int {
+    // SAFETY: the same contract, forwarded.
+    unsafe { PMPI_Send(buf, n, dt, dest, tag, comm) }
+}
+
+/// `MPI_Send` past its small-message path.
+///
+/// # Safety
+/// As for [`PMPI_Send`].
+#[inline(never)]
+unsafe fn send_general(
+    buf: *const c_void,
+    n: c_int,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    comm: usize,
+) -> c_int {
+    crate::state::guard("MPI_Send", Some(comm), || {
         send(buf, n.into(), dt, dest, tag, comm, SendMode::Standard)
+    })
+}
+
+/// `MPI_Isend`: the small-message path first, in a frame of its own (the
+/// general path's frame saved and spilled a dozen registers on every call,
+/// and every store counts in the slow cross-core state, see
+/// `docs/performance.md`), then the general one.
+///
+/// # Safety
+/// The pointers must be valid as the MPI standard requires for this call.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Isend(
+    buf: *const c_void,
+    n: c_int,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> c_int {
+    crate::state::fast_or(
+        "MPI_Isend",
+        Some(comm),
+        // SAFETY: the caller's buffer and out-parameter, valid for the call.
+        || unsafe { isend_inline(buf, n, dt, dest, tag, comm, req) },
+        // SAFETY: the same contract, forwarded.
+        || unsafe { isend_general(buf, n, dt, dest, tag, comm, req) },
+    )
+}
+
+/// `MPI_Isend`.
+///
+/// # Safety
+/// As for [`PMPI_Isend`].
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isend(
+    buf: *const c_void,
+    n: c_int,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> c_int {
+    // SAFETY: the same contract, forwarded.
+    unsafe { PMPI_Isend(buf, n, dt, dest, tag, comm, req) }
+}
+
+/// Whether `comm` is `MPI_COMM_WORLD` or `MPI_COMM_SELF`, whose small
+/// standard sends [`PMPI_Send`] and [`PMPI_Isend`] try before their general
+/// path (which then does not try again).
+#[inline(always)]
+fn predefined(comm: usize) -> bool {
+    matches!(comm, crate::state::COMM_WORLD | crate::state::COMM_SELF)
+}
+
+/// [`send_inline`] on `MPI_COMM_WORLD` or `MPI_COMM_SELF` (the handles
+/// that need no lookup in the table), with initialization checked:
+/// whether the message went. False sends nothing and builds no error (the
+/// general path reports them).
+///
+/// # Safety
+/// `buf` valid for the call, as the MPI standard requires.
+#[inline(always)]
+unsafe fn send_inline_predefined(
+    buf: *const c_void,
+    n: c_int,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    comm: usize,
+) -> bool {
+    if crate::state::finalized() {
+        return false;
     }
+    let Some(s) = crate::state::state_any() else {
+        return false;
+    };
+    let c = match comm {
+        crate::state::COMM_WORLD => &s.world,
+        crate::state::COMM_SELF => &s.self_,
+        _ => return false,
+    };
+    // SAFETY: the caller's buffer, valid for the call.
+    unsafe { send_inline(c, buf, n.into(), dt, dest, tag) }
+}
+
+/// [`send_inline_predefined`] for `MPI_Isend`: whether the message went
+/// (then `*req` is `REQUEST_SENT`).
+///
+/// # Safety
+/// As for [`PMPI_Isend`].
+#[inline(always)]
+unsafe fn isend_inline(
+    buf: *const c_void,
+    n: c_int,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> bool {
+    // SAFETY: the caller's buffer, valid for the call.
+    if req.is_null() || !unsafe { send_inline_predefined(buf, n, dt, dest, tag, comm) } {
+        return false;
+    }
+    // SAFETY: not null; the caller's out-parameter.
+    unsafe { req.write(REQUEST_SENT) };
+    true
+}
+
+/// `MPI_Isend` past its small-message path.
+///
+/// # Safety
+/// As for [`PMPI_Isend`].
+#[inline(never)]
+unsafe fn isend_general(
+    buf: *const c_void,
+    n: c_int,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> c_int {
+    crate::state::guard("MPI_Isend", Some(comm), || {
+        isend(
+            (buf, n.into(), dt),
+            dest,
+            tag,
+            comm,
+            SendMode::Standard,
+            req,
+        )
+    })
+}
+
+entry! {
     /// `MPI_Bsend`.
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
         send(buf, n.into(), dt, dest, tag, comm, SendMode::Buffered)
@@ -666,10 +918,6 @@ entry! {
         unsafe { recv(buf, n.into(), dt, source, tag, comm, status) }
     }
 
-    /// `MPI_Isend`.
-    fn MPI_Isend / PMPI_Isend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
-        isend((buf, n.into(), dt), dest, tag, comm, SendMode::Standard, req)
-    }
     /// `MPI_Ibsend`.
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
         isend((buf, n.into(), dt), dest, tag, comm, SendMode::Buffered, req)

@@ -527,18 +527,7 @@ macro_rules! entry {
         #[no_mangle]
         pub unsafe extern "C" fn $pname($($arg: $ty),*) -> ::std::ffi::c_int {
             let comm: Option<usize> = $comm;
-            let r = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(
-                || -> Result<(), ::oxmpi::Error> { $body },
-            ));
-            match r {
-                Ok(Ok(())) => $crate::state::SUCCESS,
-                Ok(Err(e)) => $crate::state::raise(stringify!($name), comm, &e),
-                Err(_) => $crate::state::raise(
-                    stringify!($name),
-                    comm,
-                    &::oxmpi::Error::new(::oxmpi::ErrorClass::Intern, "internal panic"),
-                ),
-            }
+            $crate::state::guard(stringify!($name), comm, || -> Result<(), ::oxmpi::Error> { $body })
         }
 
         $(#[$m])*
@@ -551,6 +540,46 @@ macro_rules! entry {
             unsafe { $pname($($arg),*) }
         }
     )*};
+}
+
+/// Runs the body of C entry point `name`: `MPI_SUCCESS`, or its error
+/// (or a panic, as `MPI_ERR_INTERN`) raised through the error handler of
+/// `comm` (`None`: `MPI_COMM_WORLD`'s). No panic crosses into C.
+#[inline(always)]
+pub fn guard(name: &str, comm: Option<usize>, body: impl FnOnce() -> Result<(), Error>) -> c_int {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(Ok(())) => SUCCESS,
+        Ok(Err(e)) => raise(name, comm, &e),
+        Err(_) => internal_panic(name, comm),
+    }
+}
+
+/// A C entry point with a small-message path: `fast` first (whether it
+/// did the whole call), in the entry point's own small frame; `general`
+/// (the call's general path, which reports every error, out of line) when
+/// it did not. A panic in `fast` is `MPI_ERR_INTERN`, as in [`guard`].
+#[inline(always)]
+pub fn fast_or(
+    name: &str,
+    comm: Option<usize>,
+    fast: impl FnOnce() -> bool,
+    general: impl FnOnce() -> c_int,
+) -> c_int {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(fast)) {
+        Ok(true) => SUCCESS,
+        Ok(false) => general(),
+        Err(_) => internal_panic(name, comm),
+    }
+}
+
+/// `MPI_ERR_INTERN` for a panic caught in entry point `name`.
+#[cold]
+fn internal_panic(name: &str, comm: Option<usize>) -> c_int {
+    raise(
+        name,
+        comm,
+        &Error::new(ErrorClass::Intern, "internal panic"),
+    )
 }
 
 /// An `MPI_ERR_ARG` error for a null pointer argument `what`.

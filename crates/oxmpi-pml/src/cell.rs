@@ -188,6 +188,32 @@ impl<T> EngineCell<T> {
     }
 }
 
+impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
+    /// [`crate::Ob1::sendi_bytes`] on a confined cell: `false`, having run
+    /// nothing, when the cell is shared (the caller takes a path that
+    /// locks) or where `with` would panic (confined to another thread, or
+    /// inside a `with`; the caller's other path reports it). Written out
+    /// here, with no closure and no busy mark (`sendi_bytes` calls nothing
+    /// that could enter the cell again), so that the immediate send inlines
+    /// into its caller whole: each store on this path counts in the slow
+    /// cross-core state (`docs/performance.md`).
+    #[inline(always)]
+    pub(crate) fn try_sendi(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        if self.shared.load(Ordering::Acquire)
+            || self.owner.load(Ordering::Relaxed) != here()
+            || self.busy.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        // SAFETY: confined (`shared` off, read with `Acquire`), on the
+        // owner's thread, and no `with` running on it (`busy` off): as in
+        // `with`, this is the only reference, and `sendi_bytes` does not
+        // enter the cell, so nothing aliases it while it runs.
+        let o = unsafe { &mut *self.value.get() };
+        o.sendi_bytes(data, dst, tag, ctx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::EngineCell;

@@ -126,10 +126,11 @@ impl MatchHdr {
     /// The wire form (the MATCH header: [`MATCH_LEN`] bytes).
     #[inline]
     pub fn to_bytes(&self) -> [u8; MATCH_LEN] {
+        // The first three fields as one word: two stores on the hot path
+        // where four field-wide ones were.
+        let w = u64::from(self.ctx) | u64::from(self.seq) << 16 | u64::from(self.src) << 32;
         let mut b = [0u8; MATCH_LEN];
-        b[0..2].copy_from_slice(&self.ctx.to_le_bytes());
-        b[2..4].copy_from_slice(&self.seq.to_le_bytes());
-        b[4..8].copy_from_slice(&self.src.to_le_bytes());
+        b[0..8].copy_from_slice(&w.to_le_bytes());
         b[8..12].copy_from_slice(&self.tag.to_le_bytes());
         b
     }

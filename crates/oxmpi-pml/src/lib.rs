@@ -42,6 +42,9 @@ const RECV_POLLS: u32 = 64;
 /// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
     inner: EngineCell<Ob1<B>>,
+    /// [`Ob1::sendi_limit`], read without entering the cell: a larger send
+    /// skips [`Pml::try_sendi`]'s call at once.
+    sendi_limit: usize,
     spin: u32,
     /// Progress passes per lock acquisition while spinning.
     batch: u32,
@@ -59,6 +62,7 @@ impl<B: ?Sized + Btl> Pml<B> {
     pub fn new(ob1: Ob1<B>, spin_count: u32, oversubscribed: bool) -> Pml<B> {
         let spin = if oversubscribed { 0 } else { spin_count };
         Pml {
+            sendi_limit: ob1.sendi_limit(),
             inner: EngineCell::new(ob1),
             spin,
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
@@ -80,6 +84,18 @@ impl<B: ?Sized + Btl> Pml<B> {
     #[inline(always)]
     pub fn with<T>(&self, f: impl FnOnce(&mut Ob1<B>) -> T) -> T {
         self.inner.with(f)
+    }
+
+    /// [`Ob1::sendi_bytes`]: a standard send of `data` that goes out
+    /// complete inside the call, with no request, or `false` having sent
+    /// nothing (the caller then starts an ordinary send, which also reports
+    /// any error, such as a call from a thread the PML is not confined
+    /// to). The small-message path of `MPI_Isend` and `MPI_Send` of a
+    /// [`Pml::confine`]d PML; a shared one (`MPI_THREAD_MULTIPLE`) answers
+    /// false, for the ordinary send, which takes the lock.
+    #[inline(always)]
+    pub fn try_sendi(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        data.len() <= self.sendi_limit && self.inner.try_sendi(data, dst, tag, ctx)
     }
 
     /// Takes no lock from now on: the calling thread alone calls the PML

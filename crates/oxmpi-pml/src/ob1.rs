@@ -1139,6 +1139,12 @@ impl<B: ?Sized + Btl> Ob1<B> {
             })
     }
 
+    /// The largest message [`Ob1::sendi_bytes`] sends (`pml_ob1_sendi_limit`,
+    /// fixed at creation).
+    pub fn sendi_limit(&self) -> usize {
+        self.st.cfg.sendi_limit
+    }
+
     /// Starts a send of `buf` to rank `dst` of communicator `ctx`.
     #[inline]
     pub fn isend(
@@ -1247,8 +1253,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// A standard or ready send of a small contiguous message, straight
     /// into the eager BTL (seed 000's immediate send) with no request: the
     /// byte count when sent, `None` when the message does not qualify now
-    /// (the caller takes the request path). Its sequence number is taken
-    /// only once the BTL accepted the bytes.
+    /// (the caller takes the request path).
     #[inline(always)]
     fn sendi(
         &mut self,
@@ -1258,37 +1263,54 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Option<usize> {
-        let Self { btls, st } = self;
-        let (region, me, p, b, ep) = st.eager_now_target(buf, dst, ctx, mode)?;
-        let len = region.len();
-        let wire = len + MATCH_LEN;
-        let lim = &st.limits[b];
-        if !st.caps[b].contains(Caps::SENDI)
-            || len > st.cfg.sendi_limit
-            || wire > lim.max_sendi_size.min(lim.eager_limit)
-        {
+        if !matches!(mode, SendMode::Standard | SendMode::Ready) {
             return None;
         }
-        let slot = st.seq.slot(u32::from(ctx), dst)?;
+        let region = buf.contig()?;
+        self.sendi_bytes(region.read(), dst, tag, ctx)
+            .then_some(region.len())
+    }
+
+    /// A standard send of `data` to rank `dst` of communicator `ctx`,
+    /// straight into the eager BTL (seed 000's immediate send): whether it
+    /// went, complete, with no request. False sends nothing (not small
+    /// enough, no room, no such communicator or rank, protocol work
+    /// waiting ahead of it): the caller takes [`Ob1::isend`], which
+    /// reports any error. Its sequence number is taken only once the BTL
+    /// accepted the bytes.
+    #[inline(always)]
+    pub fn sendi_bytes(&mut self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        let Self { btls, st } = self;
+        let len = data.len();
+        let wire = len + MATCH_LEN;
+        if len > st.cfg.sendi_limit {
+            return false;
+        }
+        let Some((me, p, b, ep)) = st.eager_now_route(len, dst, ctx) else {
+            return false;
+        };
+        let lim = &st.limits[b];
+        if !st.caps[b].contains(Caps::SENDI) || wire > lim.max_sendi_size.min(lim.eager_limit) {
+            return false;
+        }
+        let Some(slot) = st.seq.slot(u32::from(ctx), dst) else {
+            return false;
+        };
         let m = MatchHdr {
             ctx,
             seq: *slot,
             src: me,
             tag,
         };
-        let hb = m.to_bytes();
-        let data = region.read();
-        match btls[b].sendi(ep, HdrType::Match.am_tag(), &[&hb, data]) {
-            Ok(()) => {
-                *slot = slot.wrapping_add(1);
-                st.credits[p] -= wire;
-                st.counters.eager_sendi += 1;
-                st.counters.bytes_sent[p] += len as u64;
-                Some(len)
-            }
+        if !btls[b].sendi_hdr(ep, HdrType::Match.am_tag(), &m.to_bytes(), data) {
             // Out of room, or a failure the request path reports properly.
-            Err(_) => None,
+            return false;
         }
+        *slot = slot.wrapping_add(1);
+        st.credits[p] -= wire;
+        st.counters.eager_sendi += 1;
+        st.counters.bytes_sent[p] += len as u64;
+        true
     }
 
     /// An eager send above the immediate-send limit, prepared (in place)
@@ -1308,7 +1330,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         mode: SendMode,
     ) -> Option<usize> {
         let Self { btls, st } = self;
-        let (region, me, p, b, ep) = st.eager_now_target(buf, dst, ctx, mode)?;
+        if !matches!(mode, SendMode::Standard | SendMode::Ready) {
+            return None;
+        }
+        let region = buf.contig()?;
+        let (me, p, b, ep) = st.eager_now_route(region.len(), dst, ctx)?;
         let (len, lim, caps) = (region.len(), &st.limits[b], st.caps[b]);
         let wire = len + MATCH_LEN;
         if !caps.contains(Caps::SEND_DONE) || wire > lim.eager_limit.min(lim.max_send_size) {
@@ -3073,36 +3099,33 @@ impl State {
         }
     }
 
-    /// What [`Ob1::sendi`] and [`Ob1::send_eager_now`] both ask before a
-    /// send completes inside the call: the contiguous data, our rank in
+    /// What [`Ob1::sendi_bytes`] and [`Ob1::send_eager_now`] both ask
+    /// before a send of `len` bytes completes inside the call: our rank in
     /// `ctx`, the peer's world rank, its eager BTL and endpoint. `None` (the
-    /// request path) for a mode that must wait for the receiver, a queued
-    /// action (it may start an earlier send, a buffered send's copy, that
-    /// has no sequence number yet and must not be overtaken), typed data,
-    /// an unknown or dead peer, or too little eager credit for the data and
-    /// its MATCH header.
+    /// request path) for a queued action (it may start an earlier send, a
+    /// buffered send's copy, that has no sequence number yet and must not
+    /// be overtaken), an unknown or dead peer, or too little eager credit
+    /// for the data and its MATCH header.
     #[inline(always)]
-    fn eager_now_target(
+    fn eager_now_route(
         &self,
-        buf: &Buffer,
+        len: usize,
         dst: u32,
         ctx: u16,
-        mode: SendMode,
-    ) -> Option<(MemRegion, u32, usize, usize, Endpoint)> {
-        if !matches!(mode, SendMode::Standard | SendMode::Ready) || !self.actions.is_empty() {
+    ) -> Option<(u32, usize, usize, Endpoint)> {
+        if !self.actions.is_empty() {
             return None;
         }
-        let region = buf.contig()?;
         // The lookups of `eager_route`, written out: called here they cost
         // each send 6 to 8 instructions more (callgrind,
         // `examples/sm_recv_path.rs`'s send window: 514.7 -> 520.7).
         let comm = self.comms.get(usize::from(ctx))?.as_ref()?;
         let (me, p) = (comm.me, *comm.world.get(dst as usize)? as usize);
         let (b, ep) = self.bml[p].eager?;
-        if self.dead[p].is_some() || self.credits[p] < region.len() + MATCH_LEN {
+        if self.dead[p].is_some() || self.credits[p] < len + MATCH_LEN {
             return None;
         }
-        Some((region, me, p, b, ep))
+        Some((me, p, b, ep))
     }
 
     /// The world rank of `rank` in `ctx` and its eager BTL and endpoint

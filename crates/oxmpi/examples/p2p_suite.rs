@@ -254,6 +254,60 @@ fn misc(w: &Comm) {
     w.barrier().unwrap();
 }
 
+/// `Process::try_send_inline`: a small message goes inside the call,
+/// counted as an immediate send, and arrives like any other; what it
+/// refuses (a bad rank or tag, a message above the immediate limit, to
+/// `PROC_NULL`) sends nothing and counts nothing.
+fn send_inline(u: &oxmpi::Universe, w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    let next = w.process_at_rank((me + 1) % n);
+    let prev = w.process_at_rank((me + n - 1) % n);
+    let before = u.counters().eager_sendi;
+    let big = pattern(4096, 3);
+    check!(
+        !next.try_send_inline(&big, 21),
+        "4 KiB went as an immediate send"
+    );
+    check!(!next.try_send_inline(b"x", -3), "a negative tag was sent");
+    check!(
+        !w.process_at_rank(n).try_send_inline(b"x", 21),
+        "rank {n} was sent to"
+    );
+    check!(
+        !w.null_process().try_send_inline(b"x", 21),
+        "PROC_NULL was sent to"
+    );
+    check!(
+        u.counters().eager_sendi == before,
+        "a refused send was counted"
+    );
+    let mut sent = 0;
+    for len in [0usize, 1, 8, 16, 17, 200] {
+        let data = pattern(len, me as usize + len);
+        if next.try_send_inline(&data, 21) {
+            sent += 1;
+        } else {
+            // Out of room now: the ordinary send, as the contract says.
+            next.send_with_tag(&data[..], 21).unwrap();
+        }
+    }
+    check!(sent > 0, "no immediate send went");
+    check!(
+        u.counters().eager_sendi >= before + sent,
+        "immediate sends not counted"
+    );
+    let from = (me + n - 1) % n;
+    for len in [0usize, 1, 8, 16, 17, 200] {
+        let (v, st) = prev.receive_vec_with_tag::<u8>(21).unwrap();
+        check!(
+            v == pattern(len, from as usize + len) && st.source_rank() == from,
+            "immediate send of {len} bytes from {from}: got {} bytes",
+            v.len()
+        );
+    }
+    w.barrier().unwrap();
+}
+
 /// dup and split give separate matching contexts.
 fn comms(w: &Comm) {
     let (me, n) = (w.rank(), w.size());
@@ -447,6 +501,9 @@ fn main() {
     }
     if run("misc") {
         misc(&world);
+    }
+    if run("inline") {
+        send_inline(&universe, &world);
     }
     if run("comms") {
         comms(&world);

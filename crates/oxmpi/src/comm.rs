@@ -1597,6 +1597,38 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
         self.start_other(buf, dst, tag, mode, persistent)
     }
 
+    /// Sends `data` with `tag` if it can go out complete inside this call,
+    /// with no request (seed 000's immediate send: a small message in
+    /// standard mode to a rank whose eager transport has room). `false`
+    /// sends nothing: start an ordinary send then, which also reports any
+    /// error (a negative tag, a rank outside the communicator). The
+    /// small-message path of the C ABI's `MPI_Isend` and `MPI_Send`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     let p = world.process_at_rank(1);
+    ///     if !p.try_send_inline(&7u32.to_le_bytes(), 3) {
+    ///         p.send_with_tag(&7u32.to_le_bytes()[..], 3).unwrap();
+    ///     }
+    /// } else if world.rank() == 1 {
+    ///     let (v, _) = world.process_at_rank(0).receive_vec_with_tag::<u8>(3).unwrap();
+    ///     assert_eq!(v, 7u32.to_le_bytes());
+    /// }
+    /// ```
+    #[inline(always)]
+    pub fn try_send_inline(&self, data: &[u8], tag: i32) -> bool {
+        tag >= 0
+            && (0..self.comm.size()).contains(&self.rank)
+            && self
+                .comm
+                .rt()
+                .pml
+                .try_sendi(data, self.rank as u32, tag, self.comm.ctx)
+    }
+
     /// [`Process::start_send`] of a persistent send, or to `PROC_NULL` (a
     /// receive from it, complete at once each time it is started).
     #[inline(never)]

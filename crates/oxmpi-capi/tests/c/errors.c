@@ -85,9 +85,27 @@ int main(int argc, char **argv)
     rc = MPI_Send(obuf, 1, MPI_DATATYPE_NULL, right, 0, MPI_COMM_WORLD);
     CHECK_CLASS(rc, MPI_ERR_TYPE);
     check_code_string(rc);
+    CHECK_CLASS(MPI_Send(NULL, 2, MPI_INT, right, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    CHECK_CLASS(MPI_Recv(NULL, 2, MPI_INT, left, 0, MPI_COMM_WORLD, &st), MPI_ERR_BUFFER);
     rc = MPI_Send(obuf, 1, MPI_INT, right, 0, MPI_COMM_NULL);
     CHECK_CLASS(rc, MPI_ERR_COMM);
     check_code_string(rc);
+
+    /* the same through MPI_Isend, whose small messages take a path of their
+     * own: each error reported, nothing sent, the request left alone */
+    {
+        MPI_Request r = MPI_REQUEST_NULL;
+        CHECK_CLASS(MPI_Isend(obuf, 1, MPI_INT, size, 0, MPI_COMM_WORLD, &r), MPI_ERR_RANK);
+        CHECK_CLASS(MPI_Isend(obuf, 1, MPI_INT, -7, 0, MPI_COMM_WORLD, &r), MPI_ERR_RANK);
+        CHECK_CLASS(MPI_Isend(obuf, -1, MPI_INT, right, 0, MPI_COMM_WORLD, &r), MPI_ERR_COUNT);
+        CHECK_CLASS(MPI_Isend(obuf, 1, MPI_INT, right, -5, MPI_COMM_WORLD, &r), MPI_ERR_TAG);
+        CHECK_CLASS(MPI_Isend(obuf, 1, MPI_DATATYPE_NULL, right, 0, MPI_COMM_WORLD, &r),
+                    MPI_ERR_TYPE);
+        CHECK_CLASS(MPI_Isend(obuf, 1, MPI_INT, right, 0, MPI_COMM_NULL, &r), MPI_ERR_COMM);
+        CHECK_CLASS(MPI_Isend(obuf, 1, MPI_INT, right, 0, MPI_COMM_WORLD, NULL), MPI_ERR_ARG);
+        CHECK_CLASS(MPI_Isend(NULL, 2, MPI_INT, right, 0, MPI_COMM_WORLD, &r), MPI_ERR_BUFFER);
+        CHECK(r == MPI_REQUEST_NULL, "a failed MPI_Isend set the request");
+    }
 
     /* collective argument errors: every rank makes the same bad call */
     CHECK_CLASS(MPI_Bcast(ibuf, 1, MPI_INT, size, MPI_COMM_WORLD), MPI_ERR_ROOT);

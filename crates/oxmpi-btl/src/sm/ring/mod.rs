@@ -451,6 +451,55 @@ impl RingProducer {
         Ok(())
     }
 
+    /// The small-message path's record: a header of 8 to 16 bytes and at
+    /// most 16 bytes of data, written straight with no call (so that it
+    /// saves no registers: every store counts in the slow cross-core state,
+    /// see `docs/performance.md`). False writes nothing, for a caller to
+    /// use [`RingProducer::try_send`] instead: other sizes, a record that
+    /// would wrap, or a ring that looks full by the cached head (its reload
+    /// is left to the general path).
+    #[inline(always)]
+    pub fn try_send_small(&mut self, tag: u8, hdr: &[u8], data: &[u8]) -> bool {
+        let (h, len) = (hdr.len(), hdr.len() + data.len());
+        let size = record_bytes(len) as u64;
+        let tail = self.tail;
+        let off = tail & self.mask;
+        if !(8..=16).contains(&h)
+            || data.len() > 16
+            || len > self.max_payload
+            || size > self.capacity - off
+            || tail + size - self.head_cache > self.capacity
+        {
+            return false;
+        }
+        // The header word and the next position first, so that few values
+        // stay live across the copies.
+        let head = header(stamp_of(tail, self.shift), tag, FLAG_RECORD, len);
+        self.tail = tail + size;
+        let off = off as usize;
+        #[cfg(not(loom))]
+        {
+            // SAFETY: `off + 8 .. off + 8 + len` lies inside the data area
+            // (the record ends before the ring's end, checked above) in
+            // space the consumer has released (the cached head, which only
+            // lags the real one, leaves room): the producer alone owns it
+            // until the header below publishes it.
+            let dst = unsafe { self.mem.bytes_mut(R_DATA + off + HEADER_BYTES, len) };
+            let (a, b) = dst.split_at_mut(h);
+            crate::mem::copy_small(a, hdr);
+            crate::mem::copy_small(b, data);
+        }
+        #[cfg(loom)]
+        {
+            let mut buf = hdr.to_vec();
+            buf.extend_from_slice(data);
+            self.mem.store_bytes(R_DATA + off + HEADER_BYTES, &buf);
+        }
+        // Release: the payload above becomes visible with the header.
+        self.mem.word(R_DATA + off).store(head, Release);
+        true
+    }
+
     /// As [`RingProducer::try_send`], for a CONTROL record (see the module
     /// doc).
     #[inline]
