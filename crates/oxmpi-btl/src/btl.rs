@@ -459,6 +459,20 @@ pub enum BtlError {
     Io(String),
 }
 
+pub(crate) mod sealed {
+    /// The argument of [`super::Btl::in_tree`]: nameable in this crate only.
+    #[derive(Debug)]
+    pub struct InTree(pub(crate) ());
+}
+
+/// Whether `btl` is one of this crate's BTLs (self, sm, tcp, sim), whose
+/// operations never call back into the PML that drives them: a PML may then
+/// call them without marking itself busy (the immediate send does). Any
+/// other implementation answers false.
+pub fn in_tree<B: ?Sized + Btl>(btl: &B) -> bool {
+    btl.in_tree(sealed::InTree(()))
+}
+
 /// Where a BTL's progress delivers what happened: the Rust form of
 /// `btl_register`'s callbacks and of descriptors' completion callbacks.
 pub trait BtlSink {
@@ -557,6 +571,15 @@ pub trait Btl {
     /// Sends the concatenation of `parts` to handler `tag`, complete on
     /// return, or fails with [`BtlError::NoResource`] having sent nothing.
     fn sendi(&mut self, ep: Endpoint, tag: AmTag, parts: &[&[u8]]) -> Result<(), BtlError>;
+
+    /// Whether this is one of this crate's BTLs, whose operations never
+    /// call back into the PML that drives them. Only this crate can answer
+    /// true (the argument's type cannot be named elsewhere); ask through
+    /// [`in_tree`].
+    #[doc(hidden)]
+    fn in_tree(&self, _: sealed::InTree) -> bool {
+        false
+    }
 
     /// [`Btl::sendi`] of a protocol header followed by data, the PML's
     /// small-message form: whether it was sent (complete on return). False

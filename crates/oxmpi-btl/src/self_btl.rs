@@ -94,6 +94,10 @@ impl SelfBtl {
 }
 
 impl Btl for SelfBtl {
+    fn in_tree(&self, _: crate::btl::sealed::InTree) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "self"
     }

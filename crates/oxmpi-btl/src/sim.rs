@@ -410,6 +410,10 @@ impl Drop for SimBtl {
 }
 
 impl Btl for SimBtl {
+    fn in_tree(&self, _: crate::btl::sealed::InTree) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "sim"
     }

@@ -488,6 +488,32 @@ fn a_corrupt_ring_is_reported_and_no_longer_polled() {
     drop(buf);
 }
 
+#[test]
+fn small_records_go_the_small_way() {
+    let (mut p, mut c) = Ring::new_heap(1024).unwrap();
+    // Room for all, no wrap: each goes through `try_send_small` itself.
+    let mut sent = Vec::new();
+    for (i, (h, d)) in [(8usize, 0usize), (12, 8), (16, 16), (12, 1), (8, 16)]
+        .into_iter()
+        .enumerate()
+    {
+        let payload = pattern(i as u64, h + d);
+        assert!(
+            p.try_send_small(i as u8, &payload[..h], &payload[h..]),
+            "{h}+{d} bytes"
+        );
+        sent.push((i as u8, payload));
+    }
+    // Not its sizes: false, nothing written.
+    assert!(!p.try_send_small(9, &[0; 4], &[0; 4]));
+    assert!(!p.try_send_small(9, &[0; 20], &[0; 4]));
+    assert!(!p.try_send_small(9, &[0; 8], &[0; 17]));
+    for want in sent {
+        assert_eq!(recv(&mut c), Some(want));
+    }
+    assert_eq!(recv(&mut c), None);
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Send(usize, u8),

@@ -73,7 +73,9 @@ fn send_all_small(p: &mut oxmpi_btl::sm::ring::RingProducer, lens: &[usize]) {
 fn small_records_hand_off_intact() {
     model(|| {
         let (mut p, mut c) = Ring::new_heap(256).unwrap();
-        let lens = [20usize, 8, 24, 12];
+        // Ten one-slot records through an eight-slot ring: it fills (the
+        // cached head goes stale), wraps and reuses space the consumer freed.
+        let lens = [20usize, 8, 24, 12, 16, 24, 8, 20, 12, 24];
         let t = thread::spawn(move || send_all_small(&mut p, &lens));
         receive(&mut c, &lens);
         t.join().unwrap();

@@ -13,7 +13,7 @@
 //! back on for good.
 #![allow(unsafe_code)]
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -62,14 +62,19 @@ pub(crate) struct EngineCell<T> {
     shared: AtomicBool,
     /// The confined cell's thread ([`here`]; 0 until `confine`).
     owner: AtomicUsize,
-    /// Confined: a `with` is running (a nested one would alias it).
-    busy: AtomicBool,
+    /// Confined: a `with` is running (a nested one would alias it). Only
+    /// the owner's thread reads or writes it (every access checks `owner`
+    /// first), so it is a plain `Cell`.
+    busy: Cell<bool>,
     value: UnsafeCell<T>,
 }
 
-// SAFETY: the value is only reached through `with`, which either holds the
-// mutex (shared) or runs on the owner's thread with no other `with` running
-// (confined, checked); `T: Send` because other threads may get it.
+// SAFETY: the value is only reached through `with` (or `try_sendi`), which
+// either holds the mutex (shared) or runs on the owner's thread with no
+// other `with` running (confined, checked); `T: Send` because other threads
+// may get it. `busy` is read and written only on the owner's thread: every
+// access follows a check that the caller is the owner (`owner` is set once,
+// under the lock, before `shared` is turned off).
 unsafe impl<T: Send> Sync for EngineCell<T> {}
 
 /// What a `with` holds while it runs.
@@ -81,11 +86,11 @@ enum Guard<'a> {
 }
 
 /// Clears `busy` when a confined `with` ends, even by a panic.
-struct Busy<'a>(&'a AtomicBool);
+struct Busy<'a>(&'a Cell<bool>);
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Relaxed);
+        self.0.set(false);
     }
 }
 
@@ -96,7 +101,7 @@ impl<T> EngineCell<T> {
             lock: Mutex::new(()),
             shared: AtomicBool::new(true),
             owner: AtomicUsize::new(0),
-            busy: AtomicBool::new(false),
+            busy: Cell::new(false),
             value: UnsafeCell::new(value),
         }
     }
@@ -140,10 +145,10 @@ impl<T> EngineCell<T> {
              at MPI_THREAD_SINGLE or MPI_THREAD_FUNNELED"
         );
         assert!(
-            !self.busy.load(Ordering::Relaxed),
+            !self.busy.get(),
             "the PML was re-entered from inside itself"
         );
-        self.busy.store(true, Ordering::Relaxed);
+        self.busy.set(true);
         Guard::Confined(Busy(&self.busy))
     }
 
@@ -176,7 +181,7 @@ impl<T> EngineCell<T> {
             return;
         }
         assert!(
-            self.owner.load(Ordering::Relaxed) == here() && !self.busy.load(Ordering::Relaxed),
+            self.owner.load(Ordering::Relaxed) == here() && !self.busy.get(),
             "a confined PML shared from another thread or from inside itself"
         );
         self.shared.store(true, Ordering::Release);
@@ -193,24 +198,31 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
     /// nothing, when the cell is shared (the caller takes a path that
     /// locks) or where `with` would panic (confined to another thread, or
     /// inside a `with`; the caller's other path reports it). Written out
-    /// here, with no closure and no busy mark (`sendi_bytes` calls nothing
-    /// that could enter the cell again), so that the immediate send inlines
-    /// into its caller whole: each store on this path counts in the slow
-    /// cross-core state (`docs/performance.md`).
+    /// here, with no closure and no busy mark, so that the immediate send
+    /// inlines into its caller whole (marking the cell busy around it cost
+    /// 11 stores per send, 2 its own and 9 spills: callgrind), and each
+    /// store on this path counts in the slow cross-core state
+    /// (`docs/performance.md`). Without the mark a BTL that called back
+    /// into the cell from its `sendi` would alias it, so the caller
+    /// ([`crate::Pml::try_sendi`]) comes here only when every BTL is
+    /// `oxmpi-btl`'s own ([`crate::Ob1::btls_in_tree`]), none of which
+    /// does; it is checked again here.
     #[inline(always)]
     pub(crate) fn try_sendi(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
         if self.shared.load(Ordering::Acquire)
             || self.owner.load(Ordering::Relaxed) != here()
-            || self.busy.load(Ordering::Relaxed)
+            || self.busy.get()
         {
             return false;
         }
         // SAFETY: confined (`shared` off, read with `Acquire`), on the
         // owner's thread, and no `with` running on it (`busy` off): as in
-        // `with`, this is the only reference, and `sendi_bytes` does not
-        // enter the cell, so nothing aliases it while it runs.
+        // `with`, this is the only reference. Nothing reached from
+        // `sendi_bytes` enters the cell: the PML's own code does not, and
+        // its BTLs are all `oxmpi-btl`'s (checked below before any is
+        // called), whose operations never call into a PML.
         let o = unsafe { &mut *self.value.get() };
-        o.sendi_bytes(data, dst, tag, ctx)
+        o.btls_in_tree() && o.sendi_bytes(data, dst, tag, ctx)
     }
 }
 

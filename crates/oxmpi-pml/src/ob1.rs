@@ -855,6 +855,8 @@ fn weighted_shares(lo: usize, hi: usize, weights: &[u64]) -> Stripes<(usize, usi
 /// The ob1 PML over a list of BTLs.
 pub struct Ob1<B: ?Sized + Btl> {
     btls: Vec<Box<B>>,
+    /// [`Ob1::btls_in_tree`], fixed at creation (the list only shrinks).
+    in_tree: bool,
     st: State,
 }
 
@@ -975,8 +977,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let credits = vec![cfg.eager_credits; n];
         let rcache = Rcache::new(btls.len(), cfg.leave_pinned, cfg.rcache_max_entries);
         let nbtls = btls.len();
+        let in_tree = btls.iter().all(|b| oxmpi_btl::btl::in_tree(&**b));
         Ok(Ob1 {
             btls,
+            in_tree,
             st: State {
                 cfg,
                 me,
@@ -1145,6 +1149,13 @@ impl<B: ?Sized + Btl> Ob1<B> {
         self.st.cfg.sendi_limit
     }
 
+    /// Whether every BTL is one of `oxmpi-btl`'s ([`oxmpi_btl::btl::in_tree`]),
+    /// none of which calls back into the PML from an operation.
+    #[inline]
+    pub fn btls_in_tree(&self) -> bool {
+        self.in_tree
+    }
+
     /// Starts a send of `buf` to rank `dst` of communicator `ctx`.
     #[inline]
     pub fn isend(
@@ -1271,8 +1282,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
             .then_some(region.len())
     }
 
-    /// A standard send of `data` to rank `dst` of communicator `ctx`,
-    /// straight into the eager BTL (seed 000's immediate send): whether it
+    /// A standard (or ready) send of `data` to rank `dst` of communicator
+    /// `ctx`, straight into the eager BTL (seed 000's immediate send): whether it
     /// went, complete, with no request. False sends nothing (not small
     /// enough, no room, no such communicator or rank, protocol work
     /// waiting ahead of it): the caller takes [`Ob1::isend`], which
@@ -1280,7 +1291,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// accepted the bytes.
     #[inline(always)]
     pub fn sendi_bytes(&mut self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
-        let Self { btls, st } = self;
+        let Self { btls, st, .. } = self;
         let len = data.len();
         let wire = len + MATCH_LEN;
         if len > st.cfg.sendi_limit {
@@ -1329,7 +1340,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         ctx: u16,
         mode: SendMode,
     ) -> Option<usize> {
-        let Self { btls, st } = self;
+        let Self { btls, st, .. } = self;
         if !matches!(mode, SendMode::Standard | SendMode::Ready) {
             return None;
         }
@@ -1702,7 +1713,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// pipeline fragments up to the depth. Idempotent; re-run from progress
     /// after NoResource or an ACK.
     fn drive_send(&mut self, r: ReqRef) {
-        let Self { btls, st } = self;
+        let Self { btls, st, .. } = self;
         let Some(s) = st.reqs.live_send_mut(r) else {
             return;
         };
@@ -1961,7 +1972,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
 
     /// Sends a control header (ACK, FIN, NACK, CREDIT) to world rank `peer`.
     fn send_ctl(&mut self, peer: u32, hdr: Hdr, via: Option<usize>) {
-        let Self { btls, st } = self;
+        let Self { btls, st, .. } = self;
         if st.dead[peer as usize].is_some() {
             return;
         }
@@ -2032,7 +2043,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// The receiver's decision on a matched RNDV or RGET (seed 000: the
     /// sender proposes, the receiver decides).
     fn rndv_matched(&mut self, r: ReqRef) {
-        let Self { btls, st } = self;
+        let Self { btls, st, .. } = self;
         let min_direct;
         let Some(rr) = st.reqs.live_recv_mut(r) else {
             return;
@@ -2205,7 +2216,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 
     fn issue_get(&mut self, r: ReqRef) {
-        let Self { btls, st } = self;
+        let Self { btls, st, .. } = self;
         let Some((key, _)) = st.unexp_rndv_info(r) else {
             return;
         };
@@ -2256,7 +2267,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             btl: via,
             peer: asker,
         } = ask;
-        let Self { btls, st } = self;
+        let Self { btls, st, .. } = self;
         let Some(s) = st.reqs.live_send_mut(send_req) else {
             // Nothing to put from (the send ended or never was): say so, or
             // the receiver would wait for these bytes forever.

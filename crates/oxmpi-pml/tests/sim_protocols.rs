@@ -1849,3 +1849,32 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
     assert_eq!(src.0, dst.0);
     w.ranks[0].request_free(s).unwrap();
 }
+
+/// The immediate send that marks nothing busy (`Pml::try_sendi`) runs only
+/// over `oxmpi-btl`'s own BTLs: one from outside (here `Masked`, which could
+/// call back into the PML from its `sendi`) makes it answer false, with
+/// nothing sent or counted, and the send goes the ordinary way.
+#[test]
+fn try_sendi_runs_only_over_in_tree_btls() {
+    // One rank over the self BTL alone: in tree, the message goes.
+    let btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(0, DEFAULT_LIMITS))];
+    let peers = [PeerDesc {
+        local: false,
+        cards: vec![None],
+    }];
+    let mut o = Ob1::new(sim_pml(), 0, btls, &peers).unwrap();
+    o.add_comm(CTX, vec![0], 0).unwrap();
+    assert!(o.btls_in_tree());
+    let pml = oxmpi_pml::Pml::new(o, 0, false);
+    assert!(pml.confine());
+    assert!(pml.try_sendi(b"abc", 0, 5, CTX));
+    assert_eq!(pml.with(|o| o.counters().eager_sendi), 1);
+
+    // Two ranks whose sim modules are wrapped from outside `oxmpi-btl`.
+    let mut w = world(2);
+    assert!(!w.ranks[0].btls_in_tree());
+    let pml = oxmpi_pml::Pml::new(w.ranks.remove(0), 0, false);
+    assert!(pml.confine());
+    assert!(!pml.try_sendi(b"abc", 1, 5, CTX));
+    assert_eq!(pml.with(|o| o.counters().eager_sendi), 0);
+}

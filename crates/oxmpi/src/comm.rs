@@ -1601,8 +1601,11 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// with no request (seed 000's immediate send: a small message in
     /// standard mode to a rank whose eager transport has room). `false`
     /// sends nothing: start an ordinary send then, which also reports any
-    /// error (a negative tag, a rank outside the communicator). The
-    /// small-message path of the C ABI's `MPI_Isend` and `MPI_Send`.
+    /// error (a negative tag, a rank outside the communicator). It is
+    /// always false where the library is shared between threads
+    /// (`MPI_THREAD_MULTIPLE`, or with the progress thread): the ordinary
+    /// send takes the lock. The small-message path of the C ABI's
+    /// `MPI_Isend` and `MPI_Send`.
     ///
     /// ```no_run
     /// use oxmpi::traits::*;

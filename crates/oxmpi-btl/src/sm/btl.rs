@@ -921,7 +921,6 @@ impl SmBtl {
     }
 
     /// [`Btl::sendi_hdr`] outside its common case: through [`Btl::sendi`].
-    #[cold]
     #[inline(never)]
     fn sendi_hdr_other(&mut self, ep: Endpoint, tag: AmTag, hdr: &[u8], data: &[u8]) -> bool {
         self.sendi(ep, tag, &[hdr, data]).is_ok()
@@ -1447,6 +1446,10 @@ fn on_control(
 }
 
 impl Btl for SmBtl {
+    fn in_tree(&self, _: crate::btl::sealed::InTree) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "sm"
     }
@@ -1662,25 +1665,25 @@ impl Btl for SmBtl {
     }
 
     /// A small record into a bound peer's ring, written straight (see
-    /// [`RingProducer::try_send_small`]); the other sizes, and a peer still
-    /// to bind, through [`Btl::sendi`]. A ring that looks full or a record
-    /// that would wrap answers false: the PML's general path then sends
-    /// (and reports a peer that is gone). Every store counts in the slow
-    /// cross-core state (`docs/performance.md`): the common case makes no
-    /// call, so it saves few registers.
+    /// [`RingProducer::try_send_small`]); everything else (other sizes, a
+    /// peer still to bind, a ring that looks full by the cached head, a
+    /// record that would wrap) through [`Btl::sendi`]. Every store counts
+    /// in the slow cross-core state (`docs/performance.md`): the common
+    /// case makes no call, so it saves few registers.
     #[inline]
     fn sendi_hdr(&mut self, ep: Endpoint, tag: AmTag, hdr: &[u8], data: &[u8]) -> bool {
-        let small = (8..=16).contains(&hdr.len())
-            && data.len() <= 16
-            && hdr.len() + data.len() <= self.limits.max_sendi_size;
-        match self
-            .peers
-            .get_mut(ep.0 as usize)
-            .and_then(|p| p.tx.as_mut())
-        {
-            Some(tx) if small => tx.try_send_small(tag.0, hdr, data),
-            _ => self.sendi_hdr_other(ep, tag, hdr, data),
+        if hdr.len() + data.len() <= self.limits.max_sendi_size {
+            if let Some(tx) = self
+                .peers
+                .get_mut(ep.0 as usize)
+                .and_then(|p| p.tx.as_mut())
+            {
+                if tx.try_send_small(tag.0, hdr, data) {
+                    return true;
+                }
+            }
         }
+        self.sendi_hdr_other(ep, tag, hdr, data)
     }
 
     fn register_mem(

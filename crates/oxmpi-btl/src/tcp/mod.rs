@@ -1929,6 +1929,10 @@ fn connect_socket(
 }
 
 impl Btl for TcpBtl {
+    fn in_tree(&self, _: crate::btl::sealed::InTree) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "tcp"
     }

@@ -10,6 +10,10 @@
  *   Recv with tag TAG_UB + 1                -> MPI_ERR_TAG
  *   Send with MPI_DATATYPE_NULL, count 1    -> MPI_ERR_TYPE
  *   Send on MPI_COMM_NULL                   -> MPI_ERR_COMM
+ *   Send/Recv of a null buffer, count 2     -> MPI_ERR_BUFFER
+ *   Isend with each of the errors above     -> the same class (it takes a path
+ *     of its own for small messages), with a null request -> MPI_ERR_ARG;
+ *     none of them sends anything or sets the request
  *   Bcast with root == size                 -> MPI_ERR_ROOT
  *   Allreduce with MPI_OP_NULL              -> MPI_ERR_OP
  *   Recv of 4 ints matching a message of 8  -> MPI_ERR_TRUNCATE returned by
@@ -102,9 +106,15 @@ int main(int argc, char **argv)
         CHECK_CLASS(MPI_Isend(obuf, 1, MPI_DATATYPE_NULL, right, 0, MPI_COMM_WORLD, &r),
                     MPI_ERR_TYPE);
         CHECK_CLASS(MPI_Isend(obuf, 1, MPI_INT, right, 0, MPI_COMM_NULL, &r), MPI_ERR_COMM);
-        CHECK_CLASS(MPI_Isend(obuf, 1, MPI_INT, right, 0, MPI_COMM_WORLD, NULL), MPI_ERR_ARG);
+        CHECK_CLASS(MPI_Isend(obuf, 1, MPI_INT, right, 77, MPI_COMM_WORLD, NULL), MPI_ERR_ARG);
         CHECK_CLASS(MPI_Isend(NULL, 2, MPI_INT, right, 0, MPI_COMM_WORLD, &r), MPI_ERR_BUFFER);
         CHECK(r == MPI_REQUEST_NULL, "a failed MPI_Isend set the request");
+        /* the failed calls sent nothing: after everyone made them, no
+         * message is waiting here (tag 77 went with the null request) */
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
+        CHECK(!flag, "a failed MPI_Isend sent a message (tag %d)", st.MPI_TAG);
     }
 
     /* collective argument errors: every rank makes the same bad call */
