@@ -212,6 +212,28 @@ pub fn caps_match_operations<B: Btl>(mut pair: Pair<B>) {
     pair.drive(&mut tx, &mut rx, "caps", |_, rx| rx.recvs.len() >= want);
 }
 
+/// `sendi` of `parts` to handler `tag`, progressing both sides after each
+/// `NoResource` until it is accepted; any other error fails the check.
+fn sendi_retrying<B: Btl>(
+    pair: &mut Pair<B>,
+    tag: AmTag,
+    parts: &[&[u8]],
+    tx: &mut Recorder,
+    rx: &mut Recorder,
+) {
+    loop {
+        let s = pair.sender();
+        match s.btl.sendi(s.ep, tag, parts) {
+            Ok(()) => return,
+            Err(BtlError::NoResource) => pair.pump(tx, rx),
+            Err(e) => {
+                let len: usize = parts.iter().map(|p| p.len()).sum();
+                panic!("{}: sendi of {len} bytes failed: {e}", s.btl.name())
+            }
+        }
+    }
+}
+
 /// `sendi` of every size class up to `max_sendi_size`, content and tag intact.
 pub fn sendi_every_size<B: Btl>(mut pair: Pair<B>) {
     let s = pair.sender();
@@ -227,16 +249,7 @@ pub fn sendi_every_size<B: Btl>(mut pair: Pair<B>) {
         let data = pattern(len, i as u8);
         // Split in two parts to check gathering.
         let (a, b) = data.split_at(len / 3);
-        loop {
-            let s = pair.sender();
-            match s.btl.sendi(s.ep, AmTag(i as u8), &[a, b]) {
-                Ok(()) => break,
-                Err(BtlError::NoResource) => {
-                    pair.pump(&mut tx, &mut rx);
-                }
-                Err(e) => panic!("{name}: sendi of {len} bytes failed: {e}"),
-            }
-        }
+        sendi_retrying(&mut pair, AmTag(i as u8), &[a, b], &mut tx, &mut rx);
     }
     let n = sizes.len();
     pair.drive(&mut tx, &mut rx, "sendi", |_, rx| rx.recvs.len() >= n);
@@ -295,14 +308,7 @@ pub fn sendi_hdr_in_order<B: Btl>(mut pair: Pair<B>) {
             fast += 1;
         } else {
             fallback += 1;
-            loop {
-                let s = pair.sender();
-                match s.btl.sendi(s.ep, tag, &[hdr, data]) {
-                    Ok(()) => break,
-                    Err(BtlError::NoResource) => pair.pump(&mut tx, &mut rx),
-                    Err(e) => panic!("{name}: sendi of {h}+{d} bytes failed: {e}"),
-                }
-            }
+            sendi_retrying(&mut pair, tag, &[hdr, data], &mut tx, &mut rx);
         }
         sent.push(msg);
         // Drain now and then, so that small records find room.

@@ -640,11 +640,8 @@ fn send(
     mode: SendMode,
 ) -> Result<(), Error> {
     let c = state()?.comm(comm)?;
-    if mode == SendMode::Standard
-        && !predefined(comm)
-        // SAFETY: the caller's buffer, valid for the call.
-        && unsafe { send_inline(&c, buf, n, dt, dest, tag) }
-    {
+    // SAFETY: the caller's buffer, valid for the call.
+    if unsafe { send_inline_general(&c, mode, buf, n, dt, dest, tag) } {
         return Ok(());
     }
     // SAFETY: the caller's buffer, valid for the call.
@@ -667,11 +664,8 @@ fn isend(
         // Checked before anything is sent.
         return Err(crate::state::null_arg("request"));
     }
-    if mode == SendMode::Standard
-        && !predefined(comm)
-        // SAFETY: the caller's buffer, valid for the call.
-        && unsafe { send_inline(&c, buf, n, dt, dest, tag) }
-    {
+    // SAFETY: the caller's buffer, valid for the call.
+    if unsafe { send_inline_general(&c, mode, buf, n, dt, dest, tag) } {
         // SAFETY: the caller's out-parameter.
         return unsafe { put(req, REQUEST_SENT, "request") };
     }
@@ -703,116 +697,27 @@ fn send_init(
     unsafe { put(req, h, "request") }
 }
 
-/// `MPI_Send`: the small-message path first, in a frame of its own (as
-/// [`PMPI_Isend`]), then the general one.
+/// [`send_inline`] in a general path (`MPI_Send`'s, `MPI_Isend`'s): for a
+/// standard send on a communicator that the small-message path before it
+/// did not try (any but the predefined two, which come as
+/// [`CommRef::Static`](crate::state::CommRef)).
 ///
 /// # Safety
-/// The pointers must be valid as the MPI standard requires for this call.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Send(
-    buf: *const c_void,
-    n: c_int,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    comm: usize,
-) -> c_int {
-    crate::state::fast_or(
-        "MPI_Send",
-        Some(comm),
-        // SAFETY: the caller's buffer, valid for the call.
-        || unsafe { send_inline_predefined(buf, n, dt, dest, tag, comm) },
-        // SAFETY: the same contract, forwarded.
-        || unsafe { send_general(buf, n, dt, dest, tag, comm) },
-    )
-}
-
-/// `MPI_Send`.
-///
-/// # Safety
-/// As for [`PMPI_Send`].
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Send(
-    buf: *const c_void,
-    n: c_int,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    comm: usize,
-) -> c_int {
-    // SAFETY: the same contract, forwarded.
-    unsafe { PMPI_Send(buf, n, dt, dest, tag, comm) }
-}
-
-/// `MPI_Send` past its small-message path.
-///
-/// # Safety
-/// As for [`PMPI_Send`].
-#[inline(never)]
-unsafe fn send_general(
-    buf: *const c_void,
-    n: c_int,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    comm: usize,
-) -> c_int {
-    crate::state::guard("MPI_Send", Some(comm), || {
-        send(buf, n.into(), dt, dest, tag, comm, SendMode::Standard)
-    })
-}
-
-/// `MPI_Isend`: the small-message path first, in a frame of its own (the
-/// general path's frame saved and spilled a dozen registers on every call,
-/// and every store counts in the slow cross-core state, see
-/// `docs/performance.md`), then the general one.
-///
-/// # Safety
-/// The pointers must be valid as the MPI standard requires for this call.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Isend(
-    buf: *const c_void,
-    n: c_int,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    comm: usize,
-    req: *mut usize,
-) -> c_int {
-    crate::state::fast_or(
-        "MPI_Isend",
-        Some(comm),
-        // SAFETY: the caller's buffer and out-parameter, valid for the call.
-        || unsafe { isend_inline(buf, n, dt, dest, tag, comm, req) },
-        // SAFETY: the same contract, forwarded.
-        || unsafe { isend_general(buf, n, dt, dest, tag, comm, req) },
-    )
-}
-
-/// `MPI_Isend`.
-///
-/// # Safety
-/// As for [`PMPI_Isend`].
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Isend(
-    buf: *const c_void,
-    n: c_int,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    comm: usize,
-    req: *mut usize,
-) -> c_int {
-    // SAFETY: the same contract, forwarded.
-    unsafe { PMPI_Isend(buf, n, dt, dest, tag, comm, req) }
-}
-
-/// Whether `comm` is `MPI_COMM_WORLD` or `MPI_COMM_SELF`, whose small
-/// standard sends [`PMPI_Send`] and [`PMPI_Isend`] try before their general
-/// path (which then does not try again).
+/// As for [`send_inline`].
 #[inline(always)]
-fn predefined(comm: usize) -> bool {
-    matches!(comm, crate::state::COMM_WORLD | crate::state::COMM_SELF)
+unsafe fn send_inline_general(
+    c: &crate::state::CommRef,
+    mode: SendMode,
+    buf: *const c_void,
+    n: i64,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+) -> bool {
+    mode == SendMode::Standard
+        && matches!(c, crate::state::CommRef::Shared(_))
+        // SAFETY: forwarded from the caller.
+        && unsafe { send_inline(c, buf, n, dt, dest, tag) }
 }
 
 /// [`send_inline`] on `MPI_COMM_WORLD` or `MPI_COMM_SELF` (the handles
@@ -834,13 +739,8 @@ unsafe fn send_inline_predefined(
     if crate::state::finalized() {
         return false;
     }
-    let Some(s) = crate::state::state_any() else {
+    let Some(c) = crate::state::state_any().and_then(|s| s.predefined_comm(comm)) else {
         return false;
-    };
-    let c = match comm {
-        crate::state::COMM_WORLD => &s.world,
-        crate::state::COMM_SELF => &s.self_,
-        _ => return false,
     };
     // SAFETY: the caller's buffer, valid for the call.
     unsafe { send_inline(c, buf, n.into(), dt, dest, tag) }
@@ -870,33 +770,13 @@ unsafe fn isend_inline(
     true
 }
 
-/// `MPI_Isend` past its small-message path.
-///
-/// # Safety
-/// As for [`PMPI_Isend`].
-#[inline(never)]
-unsafe fn isend_general(
-    buf: *const c_void,
-    n: c_int,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    comm: usize,
-    req: *mut usize,
-) -> c_int {
-    crate::state::guard("MPI_Isend", Some(comm), || {
-        isend(
-            (buf, n.into(), dt),
-            dest,
-            tag,
-            comm,
-            SendMode::Standard,
-            req,
-        )
-    })
-}
-
 entry! {
+    /// `MPI_Send`.
+    fn MPI_Send / PMPI_Send(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm);
+    // SAFETY: the caller's buffer, valid for the call.
+    fast = unsafe { send_inline_predefined(buf, n, dt, dest, tag, comm) }; {
+        send(buf, n.into(), dt, dest, tag, comm, SendMode::Standard)
+    }
     /// `MPI_Bsend`.
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm); {
         send(buf, n.into(), dt, dest, tag, comm, SendMode::Buffered)
@@ -918,6 +798,12 @@ entry! {
         unsafe { recv(buf, n.into(), dt, source, tag, comm, status) }
     }
 
+    /// `MPI_Isend`.
+    fn MPI_Isend / PMPI_Isend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm);
+    // SAFETY: the caller's buffer and out-parameter, valid for the call.
+    fast = unsafe { isend_inline(buf, n, dt, dest, tag, comm, req) }; {
+        isend((buf, n.into(), dt), dest, tag, comm, SendMode::Standard, req)
+    }
     /// `MPI_Ibsend`.
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize, req: *mut usize) comm = Some(comm); {
         isend((buf, n.into(), dt), dest, tag, comm, SendMode::Buffered, req)

@@ -425,10 +425,20 @@ impl State {
     /// The communicator of handle `h`.
     #[inline]
     pub fn comm(&'static self, h: usize) -> Result<CommRef, Error> {
+        match self.predefined_comm(h) {
+            Some(c) => Ok(CommRef::Static(c)),
+            None => self.comm_other(h),
+        }
+    }
+
+    /// `MPI_COMM_WORLD` or `MPI_COMM_SELF` for their handles (no table, no
+    /// lock), else `None`.
+    #[inline(always)]
+    pub fn predefined_comm(&self, h: usize) -> Option<&CommObj> {
         match h {
-            COMM_WORLD => Ok(CommRef::Static(&self.world)),
-            COMM_SELF => Ok(CommRef::Static(&self.self_)),
-            _ => self.comm_other(h),
+            COMM_WORLD => Some(&self.world),
+            COMM_SELF => Some(&self.self_),
+            _ => None,
         }
     }
 
@@ -517,18 +527,10 @@ pub fn raise(func: &str, comm: Option<usize>, e: &Error) -> c_int {
 macro_rules! entry {
     ($(
         $(#[$m:meta])*
-        fn $name:ident / $pname:ident ($($arg:ident : $ty:ty),* $(,)?) comm = $comm:expr; $body:block
+        fn $name:ident / $pname:ident ($($arg:ident : $ty:ty),* $(,)?) comm = $comm:expr;
+        $(fast = $fast:expr;)? $body:block
     )*) => {$(
-        $(#[$m])*
-        ///
-        /// # Safety
-        /// The pointers must be valid as the MPI standard requires for
-        /// this call.
-        #[no_mangle]
-        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> ::std::ffi::c_int {
-            let comm: Option<usize> = $comm;
-            $crate::state::guard(stringify!($name), comm, || -> Result<(), ::oxmpi::Error> { $body })
-        }
+        $crate::entry!(@pmpi [$(#[$m])*] $name $pname ($($arg: $ty),*) $comm; $body $(; $fast)?);
 
         $(#[$m])*
         ///
@@ -540,6 +542,46 @@ macro_rules! entry {
             unsafe { $pname($($arg),*) }
         }
     )*};
+    (@pmpi [$(#[$m:meta])*] $name:ident $pname:ident ($($arg:ident : $ty:ty),*) $comm:expr; $body:block) => {
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// The pointers must be valid as the MPI standard requires for
+        /// this call.
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> ::std::ffi::c_int {
+            let comm: Option<usize> = $comm;
+            $crate::state::guard(stringify!($name), comm, || -> Result<(), ::oxmpi::Error> { $body })
+        }
+    };
+    // With a small-message path (`fast`: whether it did the whole call) in
+    // the entry point's own small frame, and the general path out of line
+    // (every store on the small path counts in the slow cross-core state,
+    // see `docs/performance.md`).
+    (@pmpi [$(#[$m:meta])*] $name:ident $pname:ident ($($arg:ident : $ty:ty),*) $comm:expr; $body:block; $fast:expr) => {
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// The pointers must be valid as the MPI standard requires for
+        /// this call.
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> ::std::ffi::c_int {
+            /// The call past its small-message path.
+            #[inline(never)]
+            unsafe fn general($($arg: $ty),*) -> ::std::ffi::c_int {
+                let comm: Option<usize> = $comm;
+                $crate::state::guard(stringify!($name), comm, || -> Result<(), ::oxmpi::Error> { $body })
+            }
+            let comm: Option<usize> = $comm;
+            $crate::state::fast_or(
+                stringify!($name),
+                comm,
+                || $fast,
+                // SAFETY: the same contract, forwarded.
+                || unsafe { general($($arg),*) },
+            )
+        }
+    };
 }
 
 /// Runs the body of C entry point `name`: `MPI_SUCCESS`, or its error

@@ -203,10 +203,9 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
     /// 11 stores per send, 2 its own and 9 spills: callgrind), and each
     /// store on this path counts in the slow cross-core state
     /// (`docs/performance.md`). Without the mark a BTL that called back
-    /// into the cell from its `sendi` would alias it, so the caller
-    /// ([`crate::Pml::try_sendi`]) comes here only when every BTL is
-    /// `oxmpi-btl`'s own ([`crate::Ob1::btls_in_tree`]), none of which
-    /// does; it is checked again here.
+    /// into the cell from its `sendi` would alias it, so it answers false
+    /// unless every BTL is `oxmpi-btl`'s own ([`crate::Ob1::btls_in_tree`]),
+    /// none of which does.
     #[inline(always)]
     pub(crate) fn try_sendi(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
         if self.shared.load(Ordering::Acquire)

@@ -42,11 +42,9 @@ const RECV_POLLS: u32 = 64;
 /// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
     inner: EngineCell<Ob1<B>>,
-    /// What [`Pml::try_sendi`] takes without entering the cell: sizes below
-    /// this ([`Ob1::sendi_limit`] + 1; 0, nothing, unless every BTL is one
-    /// of `oxmpi-btl`'s, which never call back into the PML: the cell is
-    /// not marked busy on that path).
-    sendi_below: usize,
+    /// [`Ob1::sendi_limit`], read without entering the cell: a larger send
+    /// skips [`Pml::try_sendi`]'s call at once.
+    sendi_limit: usize,
     spin: u32,
     /// Progress passes per lock acquisition while spinning.
     batch: u32,
@@ -64,11 +62,7 @@ impl<B: ?Sized + Btl> Pml<B> {
     pub fn new(ob1: Ob1<B>, spin_count: u32, oversubscribed: bool) -> Pml<B> {
         let spin = if oversubscribed { 0 } else { spin_count };
         Pml {
-            sendi_below: if ob1.btls_in_tree() {
-                ob1.sendi_limit() + 1
-            } else {
-                0
-            },
+            sendi_limit: ob1.sendi_limit(),
             inner: EngineCell::new(ob1),
             spin,
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
@@ -102,9 +96,7 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// with a BTL from outside `oxmpi-btl` ([`oxmpi_btl::btl::in_tree`]).
     #[inline(always)]
     pub fn try_sendi(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
-        // SAFETY of the call: `sendi_below` is 0 unless every BTL is in tree
-        // (the contract of `EngineCell::try_sendi`).
-        data.len() < self.sendi_below && self.inner.try_sendi(data, dst, tag, ctx)
+        data.len() <= self.sendi_limit && self.inner.try_sendi(data, dst, tag, ctx)
     }
 
     /// Takes no lock from now on: the calling thread alone calls the PML
