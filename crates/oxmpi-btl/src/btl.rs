@@ -459,6 +459,65 @@ pub enum BtlError {
     Io(String),
 }
 
+/// What a receive expects of the next fragment from a peer, for
+/// [`Btl::recv_small`]: the handler tag, and the first 16 bytes of the
+/// fragment compared under a mask (bits set in `mask` must equal those in
+/// `want`; the words are little-endian, as the fragment's bytes are).
+/// Seed 004's tagged receive with ignore bits, over the PML's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmallMatch {
+    /// The handler the fragment must be for.
+    pub tag: AmTag,
+    /// Bytes of header before the data (9 to 16): the fragment must hold
+    /// at least this many, and only what follows is copied out.
+    pub hdr_len: usize,
+    /// The header's bits as expected: bytes 0..8 and 8..16.
+    pub want: [u64; 2],
+    /// Which bits of `want` count; none past `hdr_len` bytes may (those
+    /// bytes are data, or nothing).
+    pub mask: [u64; 2],
+}
+
+impl SmallMatch {
+    /// Whether a fragment for handler `tag` holding `frag` matches, and its
+    /// data (past the header) fits `room` bytes: the header's second word
+    /// and the data, for a module that keeps fragments as bytes. Header
+    /// bytes the fragment lacks read as zero.
+    pub fn accepts<'a>(&self, tag: AmTag, frag: &'a [u8], room: usize) -> Option<(u64, &'a [u8])> {
+        let data = frag.get(self.hdr_len..)?;
+        let mut h = [0u8; 16];
+        let n = frag.len().min(16);
+        h[..n].copy_from_slice(&frag[..n]);
+        let w0 = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+        let w1 = u64::from_le_bytes(h[8..].try_into().expect("8 bytes"));
+        (tag == self.tag
+            && (w0 ^ self.want[0]) & self.mask[0] == 0
+            && (w1 ^ self.want[1]) & self.mask[1] == 0
+            && data.len() <= room)
+            .then_some((w1, data))
+    }
+}
+
+/// What [`Btl::recv_small`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmallRecv {
+    /// The next fragment matched: its data (after the header) was copied
+    /// to the start of the buffer, and the fragment is consumed.
+    Taken {
+        /// The fragment's header bytes 8..16 (those past the header's
+        /// length are not the header's).
+        hdr1: u64,
+        /// Bytes of data copied.
+        len: usize,
+    },
+    /// Nothing from the peer is waiting.
+    Empty,
+    /// Something other than a matching small fragment is next (or the
+    /// module does not take fragments this way): it stays, for
+    /// [`Btl::progress_from`] or [`Btl::progress`].
+    Other,
+}
+
 pub(crate) mod sealed {
     /// The argument of [`super::Btl::in_tree`]: nameable in this crate only.
     #[derive(Debug)]
@@ -591,6 +650,23 @@ pub trait Btl {
     #[inline]
     fn sendi_hdr(&mut self, ep: Endpoint, tag: AmTag, hdr: &[u8], data: &[u8]) -> bool {
         self.sendi(ep, tag, &[hdr, data]).is_ok()
+    }
+
+    /// Takes the next fragment from the peer on `ep` if it is a small one
+    /// that `m` accepts and whose data fits `dst`: the receive side of
+    /// [`Btl::sendi_hdr`], with no callback. A blocking receive of the PML
+    /// polls its source this way before anything else, when nothing else
+    /// could claim the message first. [`SmallRecv::Other`] leaves the
+    /// fragment where it is, for [`Btl::progress_from`] and
+    /// [`Btl::progress`] to deliver in order, as every module that does not
+    /// override this does for every fragment (the default). A module that
+    /// overrides it takes every matching fragment of up to 56 bytes (a
+    /// cache line with the shared-memory ring's record header) that is
+    /// next from the peer.
+    #[inline]
+    fn recv_small(&mut self, ep: Endpoint, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
+        let _ = (ep, m, dst);
+        SmallRecv::Other
     }
 
     /// Registers memory for RDMA.

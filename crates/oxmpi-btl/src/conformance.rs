@@ -15,7 +15,8 @@
 use std::collections::HashMap;
 
 use crate::btl::{
-    Access, AmTag, Btl, BtlError, BtlSink, Caps, Endpoint, PeerInfo, SendOutcome, Token,
+    Access, AmTag, Btl, BtlError, BtlSink, Caps, Endpoint, PeerInfo, SendOutcome, SmallMatch,
+    SmallRecv, Token,
 };
 use crate::mem::MemRegion;
 
@@ -161,6 +162,7 @@ pub fn run_all<B: Btl>(mut make: impl FnMut() -> Pair<B>) {
     caps_match_operations(make());
     sendi_every_size(make());
     sendi_hdr_in_order(make());
+    recv_small(make());
     send_every_size(make());
     ordering(make());
     progress_from(make());
@@ -351,6 +353,177 @@ pub fn sendi_hdr_in_order<B: Btl>(mut pair: Pair<B>) {
         !s.btl.sendi_hdr(s.ep, AmTag(0), &big[..8], &big[8..]),
         "{name}: a sendi_hdr over max_sendi_size must answer false"
     );
+}
+
+/// [`Btl::recv_small`] never takes what it must not: a fragment whose
+/// header, handler or size the match refuses stays, and arrives through
+/// progress in order; one it takes is the fragment that was next, intact
+/// (header word, data, nothing written past it). Small fragments of 0 to
+/// 44 data bytes after a 12-byte header, windows of 8 ending with a
+/// fragment for another handler, many laps of any ring. (Over a module
+/// with [`Caps::SENDI`] and [`Caps::ORDERED`].)
+pub fn recv_small<B: Btl>(pair: Pair<B>) {
+    check_recv_small(pair, false);
+}
+
+/// [`recv_small`] for a module that overrides [`Btl::recv_small`]: it
+/// must take every matching fragment.
+pub fn recv_small_takes<B: Btl>(pair: Pair<B>) {
+    check_recv_small(pair, true);
+}
+
+/// The receiving side of a [`Pair`].
+fn receiver<B>(pair: &mut Pair<B>) -> &mut Side<B> {
+    match pair {
+        Pair::Loopback(s) | Pair::Two(_, s) | Pair::Clocked(_, s, _) => s,
+    }
+}
+
+/// Lets what the sender sent arrive, without the receiver's progress.
+fn settle<B: Btl>(pair: &mut Pair<B>, tx: &mut Recorder) {
+    match pair {
+        Pair::Loopback(_) => {}
+        Pair::Two(a, _) => {
+            a.btl.progress(tx);
+        }
+        Pair::Clocked(a, _, tick) => {
+            a.btl.progress(tx);
+            tick();
+        }
+    }
+}
+
+fn check_recv_small<B: Btl>(mut pair: Pair<B>, must_take: bool) {
+    const HDR: usize = 12;
+    const OURS: AmTag = AmTag(0x21);
+    const OTHER: AmTag = AmTag(0x22);
+    let s = pair.sender();
+    let name = s.btl.name();
+    // The check follows one order of arrival.
+    if !s.btl.caps().contains(Caps::SENDI) || !s.btl.caps().contains(Caps::ORDERED) {
+        assert!(
+            !must_take,
+            "{name}: recv_small_takes without SENDI or ORDERED"
+        );
+        return;
+    }
+    let dmax = s.btl.limits().max_sendi_size.saturating_sub(HDR).min(44);
+    let (mut tx, mut rx) = (Recorder::default(), Recorder::default());
+    let (mut taken, mut through_progress, mut seen) = (0usize, 0usize, 0usize);
+    let match_of = |w0: u64, t: u32, any_tag: bool| SmallMatch {
+        tag: OURS,
+        hdr_len: HDR,
+        want: [w0, if any_tag { 0 } else { u64::from(t) }],
+        mask: [u64::MAX, if any_tag { 0x8000_0000 } else { 0xffff_ffff }],
+    };
+    for round in 0..400usize {
+        let mut window = Vec::new();
+        for k in 0..8usize {
+            let i = round * 8 + k;
+            // Last: progress, which delivers it, delivers all that follows.
+            let tag = if k == 7 { OTHER } else { OURS };
+            let w0 = 0xa5a5_0000_0000_0000u64 | i as u64;
+            let t = (i as u32).wrapping_mul(7) & 0x7fff_ffff;
+            let data = pattern(i % (dmax + 1), i as u8);
+            let mut hdr = [0u8; HDR];
+            hdr[..8].copy_from_slice(&w0.to_le_bytes());
+            hdr[8..].copy_from_slice(&t.to_le_bytes());
+            sendi_retrying(&mut pair, tag, &[&hdr, &data], &mut tx, &mut rx);
+            window.push((tag, w0, t, hdr, data));
+        }
+        for (k, (tag, w0, t, hdr, data)) in window.into_iter().enumerate() {
+            let d = data.len();
+            let mut dst = vec![0xee; d + 5];
+            let mut waited = 0;
+            loop {
+                // Delivered through progress already (after a refusal).
+                if seen < rx.recvs.len() {
+                    let (_, got_tag, got) = &rx.recvs[seen];
+                    assert!(
+                        *got_tag == tag && got[..HDR] == hdr && got[HDR..] == data[..],
+                        "{name}: fragment {k} of window {round} arrived out of order or changed"
+                    );
+                    seen += 1;
+                    through_progress += 1;
+                    break;
+                }
+                let b = receiver(&mut pair);
+                let (btl, ep) = (&mut b.btl, b.ep);
+                // What the match must refuse, the fragment staying.
+                let mut refuse = vec![
+                    (match_of(w0 ^ 1, t, false), d + 5),
+                    (match_of(w0 ^ (1 << 40), t, true), d + 5),
+                    (match_of(w0, t ^ 1, false), d + 5),
+                    (
+                        SmallMatch {
+                            tag: AmTag(tag.0 ^ 0x40),
+                            ..match_of(w0, t, false)
+                        },
+                        d + 5,
+                    ),
+                ];
+                if d > 0 {
+                    refuse.push((match_of(w0, t, false), d - 1));
+                }
+                for (m, room) in refuse {
+                    let r = btl.recv_small(ep, &m, &mut dst[..room]);
+                    assert!(
+                        !matches!(r, SmallRecv::Taken { .. }),
+                        "{name}: recv_small took fragment {k} of window {round} against {m:?} with room {room}"
+                    );
+                }
+                assert!(
+                    dst.iter().all(|&b| b == 0xee),
+                    "{name}: a refused recv_small wrote the buffer"
+                );
+                let m = match_of(w0, t, (round + k) % 2 == 0);
+                match btl.recv_small(ep, &m, &mut dst) {
+                    SmallRecv::Taken { hdr1, len } => {
+                        assert!(
+                            tag == OURS && hdr1 as u32 == t && len == d,
+                            "{name}: recv_small took the wrong fragment at {k} of window {round}"
+                        );
+                        assert!(
+                            dst[..d] == data[..] && dst[d..].iter().all(|&b| b == 0xee),
+                            "{name}: recv_small's data for fragment {k} of window {round}"
+                        );
+                        taken += 1;
+                        break;
+                    }
+                    SmallRecv::Empty if waited < 1000 => {
+                        waited += 1;
+                        settle(&mut pair, &mut tx);
+                    }
+                    SmallRecv::Empty => {
+                        panic!("{name}: fragment {k} of window {round} never arrived")
+                    }
+                    SmallRecv::Other => {
+                        assert!(
+                            !must_take || tag != OURS,
+                            "{name}: recv_small did not take matching fragment {k} of window {round}"
+                        );
+                        let want = seen + 1;
+                        pair.drive(&mut tx, &mut rx, "recv_small", |_, rx| {
+                            rx.recvs.len() >= want
+                        });
+                    }
+                }
+            }
+        }
+    }
+    pair.pump(&mut tx, &mut rx);
+    assert_eq!(
+        rx.recvs.len(),
+        seen,
+        "{name}: a fragment recv_small took was delivered again"
+    );
+    assert!(
+        through_progress >= 400,
+        "{name}: the other handler's fragments went missing"
+    );
+    if must_take {
+        assert_eq!(taken, 400 * 7, "{name}: recv_small took {taken} of 2800");
+    }
 }
 
 /// `alloc`+`send` and `prepare_src`+`send` of every size class up to

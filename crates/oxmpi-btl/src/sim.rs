@@ -29,7 +29,7 @@ use std::rc::Rc;
 
 use crate::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
-    Registration, RemoteKey, SendOutcome, Token,
+    Registration, RemoteKey, SendOutcome, SmallMatch, SmallRecv, Token,
 };
 use crate::mem::MemRegion;
 
@@ -681,6 +681,32 @@ impl Btl for SimBtl {
             }
         }
         n
+    }
+
+    fn recv_small(&mut self, ep: Endpoint, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
+        let Ok(peer) = self.peer(ep) else {
+            return SmallRecv::Other;
+        };
+        let mut w = self.net.world.borrow_mut();
+        let Some(q) = w.inbox.get_mut(&self.rank) else {
+            return SmallRecv::Empty;
+        };
+        // The first event from `peer`, as `progress_from` finds it.
+        let Some(i) = q.iter().position(|ev| {
+            matches!(ev, Event::Frag { from, .. } | Event::Refused { from, .. } if *from == peer)
+        }) else {
+            return SmallRecv::Empty;
+        };
+        let Event::Frag { tag, data, .. } = &q[i] else {
+            return SmallRecv::Other;
+        };
+        let Some((hdr1, d)) = m.accepts(*tag, data, dst.len()) else {
+            return SmallRecv::Other;
+        };
+        let len = d.len();
+        dst[..len].copy_from_slice(d);
+        q.remove(i);
+        SmallRecv::Taken { hdr1, len }
     }
 
     fn has_work(&self) -> bool {

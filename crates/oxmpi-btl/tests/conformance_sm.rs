@@ -97,3 +97,8 @@ fn dropped_modules_leave_no_descriptor_or_mapping() {
 fn sm_delivers_from_one_peer_alone() {
     conformance::progress_from_delivers(sm_pair());
 }
+
+#[test]
+fn sm_takes_small_records_in_place() {
+    conformance::recv_small_takes(sm_pair());
+}

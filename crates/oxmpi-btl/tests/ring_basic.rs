@@ -4,6 +4,7 @@
 //! proptest and a two-thread stress run.
 #![cfg(not(loom))]
 
+use oxmpi_btl::btl::{AmTag, SmallMatch, SmallRecv};
 use oxmpi_btl::sm::ring::{
     record_bytes, Inbox, InboxReceiver, PollError, Ring, RingConsumer, RingError, RingProducer,
     SendError, DEFAULT_CAPACITY, INLINE_PAYLOAD, SLOT_PAYLOAD,
@@ -521,6 +522,10 @@ enum Op {
     /// where it answers false, as its callers do).
     Small(usize, usize, u8),
     Recv,
+    /// `take_small` with a 12-byte header match built from the record
+    /// expected next (its first word flipped when the bool is set, so that
+    /// it must refuse), and this much room.
+    Take(usize, bool),
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -529,6 +534,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         1 => (0usize..=56, any::<u8>()).prop_map(|(l, t)| Op::Send(l, t)),
         3 => (0usize..=20, 0usize..=20, any::<u8>()).prop_map(|(h, d, t)| Op::Small(h, d, t)),
         3 => Just(Op::Recv),
+        3 => (0usize..=50, proptest::bool::weighted(0.2)).prop_map(|(r, f)| Op::Take(r, f)),
     ];
     proptest::collection::vec(op, 1..400)
 }
@@ -579,6 +585,37 @@ proptest! {
                     let got = recv(&mut c);
                     found_empty_since_last_recv = got.is_none();
                     prop_assert_eq!(got, model.pop_front());
+                }
+                Op::Take(room, flip) => {
+                    let mut m = SmallMatch { tag: AmTag(0), hdr_len: 12, want: [0; 2], mask: [u64::MAX, 0xffff_ffff] };
+                    let mut eligible = false;
+                    if let Some((tag, payload)) = model.front() {
+                        let mut h = [0u8; 16];
+                        let n = payload.len().min(12);
+                        h[..n].copy_from_slice(&payload[..n]);
+                        m.tag = AmTag(*tag);
+                        m.want = [
+                            u64::from_le_bytes(h[..8].try_into().unwrap()) ^ u64::from(flip),
+                            u64::from_le_bytes(h[8..].try_into().unwrap()),
+                        ];
+                        eligible = !flip && (12..=56).contains(&payload.len()) && payload.len() - 12 <= room;
+                    }
+                    let mut dst = vec![0xeeu8; room];
+                    match c.take_small(&m, &mut dst) {
+                        SmallRecv::Empty => {
+                            prop_assert!(model.is_empty());
+                            found_empty_since_last_recv = true;
+                        }
+                        SmallRecv::Other => prop_assert!(!model.is_empty() && !eligible),
+                        SmallRecv::Taken { hdr1, len } => {
+                            prop_assert!(eligible);
+                            let (_, payload) = model.pop_front().unwrap();
+                            prop_assert_eq!(hdr1 as u32, u32::from_le_bytes(payload[8..12].try_into().unwrap()));
+                            prop_assert_eq!(&dst[..len], &payload[12..]);
+                            prop_assert!(dst[len..].iter().all(|&b| b == 0xee));
+                            found_empty_since_last_recv = false;
+                        }
+                    }
                 }
             }
         }

@@ -148,3 +148,8 @@ fn conforms_with_ordered_puts() {
     }
     conformance::run_all(|| sim_pair(cfg));
 }
+
+#[test]
+fn takes_small_fragments_in_place() {
+    conformance::recv_small_takes(sim_pair(SimConfig::default()));
+}

@@ -770,6 +770,109 @@ unsafe fn isend_inline(
     true
 }
 
+/// The small-message path of `MPI_Recv` and `MPI_Irecv` on
+/// `MPI_COMM_WORLD` or `MPI_COMM_SELF`: receives into `buf, n, dt`
+/// (contiguous bytes of a predefined type) from rank `source` at once when
+/// the message can be taken whole inside the call with no request
+/// ([`oxmpi::Process::try_receive_inline`], or its spinning form for a
+/// `blocking` receive): its status. `None` receives nothing and builds no
+/// error: the general path then receives, and reports every error (a null
+/// buffer, a bad count, rank or tag, a truncated message never complete
+/// here).
+///
+/// # Safety
+/// `buf` valid for the call, as the MPI standard requires.
+#[inline(always)]
+unsafe fn recv_small(
+    buf: *mut c_void,
+    n: c_int,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    comm: usize,
+    blocking: bool,
+) -> Option<oxmpi::Status> {
+    if crate::state::finalized() || source < 0 || (tag < 0 && tag != ANY_TAG) {
+        return None;
+    }
+    let c = crate::state::state_any().and_then(|s| s.predefined_comm(comm))?;
+    let size = crate::types::contiguous_size(dt)?;
+    let len = usize::try_from(n).ok().and_then(|n| n.checked_mul(size))?;
+    let dst: &mut [u8] = if len == 0 {
+        &mut []
+    } else if buf.is_null() {
+        return None;
+    } else {
+        // SAFETY: `len` bytes at `buf`, the caller's receive buffer, valid
+        // and not otherwise accessed for the call (the caller's contract).
+        unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }
+    };
+    let p = c.comm.process_at_rank(source);
+    if blocking {
+        p.try_receive_inline_spinning(dst, tag_of(tag))
+    } else {
+        p.try_receive_inline(dst, tag_of(tag))
+    }
+}
+
+/// [`recv_small`] for `MPI_Recv`: whether the message was received (then
+/// its status is written, `MPI_ERROR` left as it was).
+///
+/// # Safety
+/// `buf` valid for the call and `status` null or valid, as the MPI
+/// standard requires.
+#[inline(always)]
+unsafe fn recv_inline(
+    buf: *mut c_void,
+    n: c_int,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    comm: usize,
+    status: *mut CStatus,
+) -> bool {
+    // SAFETY: forwarded from the caller.
+    let Some(st) = (unsafe { recv_small(buf, n, dt, source, tag, comm, true) }) else {
+        return false;
+    };
+    // SAFETY: the caller's status or MPI_STATUS_IGNORE.
+    unsafe { put_status(status, &CStatus::from_status(&st)) };
+    true
+}
+
+/// [`recv_small`] for `MPI_Irecv`: whether the message was received (then
+/// `*req` is a received handle carrying its status). Only a tag and source
+/// that such a handle holds come here (no table entry, which could fail
+/// after the message was taken).
+///
+/// # Safety
+/// As for [`PMPI_Irecv`].
+#[inline(always)]
+unsafe fn irecv_inline(
+    buf: *mut c_void,
+    n: c_int,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> bool {
+    if req.is_null() || crate::state::received_handle(source, tag, 0).is_none() {
+        return false;
+    }
+    // SAFETY: forwarded from the caller.
+    let Some(st) = (unsafe { recv_small(buf, n, dt, source, tag, comm, false) }) else {
+        return false;
+    };
+    // Fits: the source and tag were checked above, and a small message's
+    // byte count is far below the handle's limit.
+    let h = crate::state::received_handle(st.source_rank(), st.tag(), st.bytes())
+        .expect("a small message's status fits a received handle");
+    // SAFETY: not null; the caller's out-parameter.
+    unsafe { req.write(h) };
+    true
+}
+
 entry! {
     /// `MPI_Send`.
     fn MPI_Send / PMPI_Send(buf: *const c_void, n: c_int, dt: usize, dest: c_int, tag: c_int, comm: usize) comm = Some(comm);
@@ -793,7 +896,9 @@ entry! {
     /// `MPI_Recv`.
     fn MPI_Recv / PMPI_Recv(
         buf: *mut c_void, n: c_int, dt: usize, source: c_int, tag: c_int, comm: usize, status: *mut CStatus,
-    ) comm = Some(comm); {
+    ) comm = Some(comm);
+    // SAFETY: the caller's buffer and status, valid for the call.
+    fast = unsafe { recv_inline(buf, n, dt, source, tag, comm, status) }; {
         // SAFETY: the caller's buffer and status.
         unsafe { recv(buf, n.into(), dt, source, tag, comm, status) }
     }
@@ -820,7 +925,10 @@ entry! {
     /// `MPI_Irecv`.
     fn MPI_Irecv / PMPI_Irecv(
         buf: *mut c_void, n: c_int, dt: usize, source: c_int, tag: c_int, comm: usize, req: *mut usize,
-    ) comm = Some(comm); {
+    ) comm = Some(comm);
+    // SAFETY: the caller's buffer (valid until the request completes) and
+    // request.
+    fast = unsafe { irecv_inline(buf, n, dt, source, tag, comm, req) }; {
         // SAFETY: the caller's buffer and request.
         unsafe { irecv(buf, n.into(), dt, source, tag, comm, req) }
     }

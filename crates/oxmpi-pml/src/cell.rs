@@ -208,20 +208,59 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
     /// none of which does.
     #[inline(always)]
     pub(crate) fn try_sendi(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        // SAFETY: `sendi_bytes` is the PML's own code over its BTLs, which
+        // `unmarked` checked are all `oxmpi-btl`'s.
+        match unsafe { self.unmarked() } {
+            Some(o) => o.sendi_bytes(data, dst, tag, ctx),
+            None => false,
+        }
+    }
+
+    /// [`crate::Ob1::recv_small`] on a confined cell, as
+    /// [`EngineCell::try_sendi`] runs the immediate send: `None`, having
+    /// run nothing, where that answers false.
+    #[inline(always)]
+    pub(crate) fn try_recv_small(
+        &self,
+        dst: &mut [u8],
+        src: u32,
+        tag: oxmpi_match::Tag,
+        ctx: u16,
+        polls: u32,
+    ) -> Option<crate::Status> {
+        // SAFETY: `recv_small` is the PML's own code over its BTLs, which
+        // `unmarked` checked are all `oxmpi-btl`'s.
+        unsafe { self.unmarked() }?.recv_small(dst, src, tag, ctx, polls)
+    }
+
+    /// The PML, not marked busy: `None` when the cell is shared, confined
+    /// to another thread, inside a `with`, or has a BTL from outside
+    /// `oxmpi-btl`.
+    ///
+    /// # Safety
+    /// The caller runs only the PML's own code with the reference, and
+    /// drops it before the cell is used again: nothing it reaches enters
+    /// the cell (the PML's code does not, nor do `oxmpi-btl`'s BTLs).
+    #[inline(always)]
+    // A `&mut` from `&self`, as `UnsafeCell::get` gives it: unique by the
+    // confinement checked here and the contract above.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn unmarked(&self) -> Option<&mut crate::Ob1<B>> {
         if self.shared.load(Ordering::Acquire)
             || self.owner.load(Ordering::Relaxed) != here()
             || self.busy.get()
         {
-            return false;
+            return None;
         }
         // SAFETY: confined (`shared` off, read with `Acquire`), on the
         // owner's thread, and no `with` running on it (`busy` off): as in
-        // `with`, this is the only reference. Nothing reached from
-        // `sendi_bytes` enters the cell: the PML's own code does not, and
-        // its BTLs are all `oxmpi-btl`'s (checked below before any is
-        // called), whose operations never call into a PML.
+        // `with`, this is the only reference, and the caller's contract
+        // keeps it so while it lives. Without the busy mark, a BTL that
+        // called back into the cell would alias it: none of `oxmpi-btl`'s
+        // does, and any other makes this `None` (checked before any BTL is
+        // called).
         let o = unsafe { &mut *self.value.get() };
-        o.btls_in_tree() && o.sendi_bytes(data, dst, tag, ctx)
+        o.btls_in_tree().then_some(o)
     }
 }
 

@@ -128,11 +128,17 @@ impl MatchHdr {
     pub fn to_bytes(&self) -> [u8; MATCH_LEN] {
         // The first three fields as one word: two stores on the hot path
         // where four field-wide ones were.
-        let w = u64::from(self.ctx) | u64::from(self.seq) << 16 | u64::from(self.src) << 32;
         let mut b = [0u8; MATCH_LEN];
-        b[0..8].copy_from_slice(&w.to_le_bytes());
+        b[0..8].copy_from_slice(&self.first_word().to_le_bytes());
         b[8..12].copy_from_slice(&self.tag.to_le_bytes());
         b
+    }
+
+    /// The wire form's first 8 bytes (context, sequence number, source) as
+    /// a little-endian word; the tag follows.
+    #[inline(always)]
+    pub fn first_word(&self) -> u64 {
+        u64::from(self.ctx) | u64::from(self.seq) << 16 | u64::from(self.src) << 32
     }
 
     /// Reads the fixed part of a MATCH fragment: the header and the

@@ -99,6 +99,29 @@ impl<B: ?Sized + Btl> Pml<B> {
         data.len() <= self.sendi_limit && self.inner.try_sendi(data, dst, tag, ctx)
     }
 
+    /// [`Ob1::recv_small`] on a [`Pml::confine`]d PML: the small-message
+    /// path of `MPI_Recv` and `MPI_Irecv`. `None` has taken nothing (and so
+    /// does a shared PML, or one with a BTL from outside `oxmpi-btl`, as
+    /// for [`Pml::try_sendi`]): receive as usual then. One read, or for a
+    /// `blocking` receive while spinning as many as [`Pml::recv`] makes
+    /// before it posts.
+    #[inline(always)]
+    pub fn try_recv_small(
+        &self,
+        dst: &mut [u8],
+        src: u32,
+        tag: Tag,
+        ctx: u16,
+        blocking: bool,
+    ) -> Option<Status> {
+        let polls = if blocking && self.spin > 0 {
+            RECV_POLLS
+        } else {
+            1
+        };
+        self.inner.try_recv_small(dst, src, tag, ctx, polls)
+    }
+
     /// Takes no lock from now on: the calling thread alone calls the PML
     /// (for `MPI_THREAD_SINGLE` and `MPI_THREAD_FUNNELED`). Checked: a call
     /// from any other thread panics (one waiting for the lock meanwhile

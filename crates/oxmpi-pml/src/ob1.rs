@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use oxmpi_btl::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
-    RemoteKey, SendOutcome, Token,
+    RemoteKey, SendOutcome, SmallMatch, SmallRecv, Token,
 };
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_match::{
@@ -1417,6 +1417,76 @@ impl<B: ?Sized + Btl> Ob1<B> {
             Some(id) => Ok(id),
             None => self.post_new_recv(buf, src, tag, ctx),
         }
+    }
+
+    /// The small-message receive: takes the message from rank `src` of
+    /// `ctx` with `tag` into `dst` when it is next on `src`'s eager BTL,
+    /// fits `dst`, and nothing else could take it first
+    /// ([`Engine::fresh_seq`]: nothing posted, nothing unexpected, nothing
+    /// out of order from `src`). Reads that BTL's channel with
+    /// [`Btl::recv_small`] up to `polls` times (more than once only where
+    /// it [`Btl::polls_from_peer`]). The receive's status, complete, with
+    /// no request and no buffer object: what [`Ob1::irecv_polling`] would
+    /// have answered, by the same rules ([`Engine::arrival_before_post`]),
+    /// and counted as it counts (`recv_arrived`). `None` has taken nothing:
+    /// post the receive as usual, which also reports every error (a message
+    /// that does not fit is truncation there).
+    #[inline(always)]
+    pub fn recv_small(
+        &mut self,
+        dst: &mut [u8],
+        src: u32,
+        tag: Tag,
+        ctx: u16,
+        polls: u32,
+    ) -> Option<Status> {
+        let Self { btls, st, .. } = self;
+        if !st.cfg.recv_arrived {
+            return None;
+        }
+        let (peer, b, ep) = st.eager_route(src, ctx)?;
+        let seq = st.engine.fresh_seq(u32::from(ctx), src)?;
+        let want0 = MatchHdr {
+            ctx,
+            seq: *seq,
+            src,
+            tag: 0,
+        }
+        .first_word();
+        let (want1, mask1) = match tag {
+            Tag::Value(t) => (u64::from(t as u32), 0xffff_ffff),
+            // Any tag that is not negative (internal tags are).
+            Tag::Any => (0, 0x8000_0000),
+        };
+        let m = SmallMatch {
+            tag: HdrType::Match.am_tag(),
+            hdr_len: MATCH_LEN,
+            want: [want0, want1],
+            mask: [u64::MAX, mask1],
+        };
+        let btl = &mut btls[b];
+        let mut left = polls.max(1);
+        let (hdr1, len) = loop {
+            match btl.recv_small(ep, &m, dst) {
+                SmallRecv::Taken { hdr1, len } => break (hdr1, len),
+                SmallRecv::Empty if left > 1 && btl.polls_from_peer() => left -= 1,
+                _ => return None,
+            }
+        };
+        *seq = seq.wrapping_add(1);
+        st.return_credit(peer, len + MATCH_LEN);
+        st.counters.bytes_received[peer as usize] += len as u64;
+        st.counters.recv_arrived += 1;
+        // A CREDIT for the sender, when enough was owed.
+        if !st.actions.is_empty() {
+            self.run_actions();
+        }
+        Some(Status {
+            source: src as i32,
+            tag: hdr1 as u32 as i32,
+            bytes: len,
+            ..Status::default()
+        })
     }
 
     /// The receive's handle when its message is found among what arrives

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use oxmpi_btl::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
-    Registration, RemoteKey, SendOutcome, Token,
+    Registration, RemoteKey, SendOutcome, SmallMatch, SmallRecv, Token,
 };
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_btl::self_btl::{SelfBtl, DEFAULT_LIMITS};
@@ -157,6 +157,13 @@ impl<B: Btl> Btl for Masked<B> {
             return 0;
         }
         self.inner.progress_from(ep, take)
+    }
+    fn recv_small(&mut self, ep: Endpoint, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
+        if let Some(late) = self.late_reads.as_ref().filter(|l| l.get() > 0) {
+            late.set(late.get() - 1);
+            return SmallRecv::Empty;
+        }
+        self.inner.recv_small(ep, m, dst)
     }
     fn polls_from_peer(&self) -> bool {
         self.late_reads.is_some()
@@ -600,6 +607,211 @@ fn a_blocking_receive_polls_its_source_before_posting() {
     w.recv(1, seven.buf(), Source::Rank(0), Tag::Value(7));
     assert_eq!(seven.0, want);
     assert_eq!(w.ranks[1].counters().recv_arrived, 1);
+}
+
+/// The small-message receive (`Ob1::recv_small`, `MPI_Recv`'s fast path)
+/// takes a message only where the ordinary receive would have taken it at
+/// once: next from its source, fitting, its tag, nothing posted or
+/// unexpected that could claim it first. Otherwise it takes nothing and the
+/// ordinary receive does what it always did.
+#[test]
+fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
+    let mut w = world(2);
+    let mut src = Mem::pattern(8, 3);
+    let want = src.0.clone();
+    let mut send = |w: &mut World, tag: i32| {
+        w.ranks[0]
+            .isend(src.buf(), 1, tag, CTX, SendMode::Standard)
+            .unwrap();
+        deliver_all(w);
+    };
+    let mut dst = [0u8; 8];
+    // Nothing here.
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 4)
+        .is_none());
+    // Next, its tag: taken, with its status, counted as an arrival.
+    send(&mut w, 5);
+    let before = w.ranks[1].counters();
+    let st = w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 1)
+        .expect("taken");
+    assert_eq!((st.source, st.tag, st.bytes, st.error), (0, 5, 8, None));
+    assert_eq!(dst[..], want[..]);
+    let after = w.ranks[1].counters();
+    assert_eq!(after.recv_arrived, before.recv_arrived + 1);
+    assert_eq!(after.bytes_received[0], before.bytes_received[0] + 8);
+    // Any tag takes the next one.
+    send(&mut w, 6);
+    let st = w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Any, CTX, 1)
+        .expect("taken");
+    assert_eq!((st.tag, st.bytes), (6, 8));
+    // Another tag is next: nothing taken; the ordinary receive of that tag
+    // gets it, and a later message of the first tag is taken after it.
+    send(&mut w, 7);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(8), CTX, 1)
+        .is_none());
+    let mut m7 = Mem::zeros(8);
+    assert_eq!(w.recv(1, m7.buf(), Source::Rank(0), Tag::Value(7)).tag, 7);
+    send(&mut w, 8);
+    assert_eq!(
+        w.ranks[1]
+            .recv_small(&mut dst, 0, Tag::Value(8), CTX, 1)
+            .map(|s| s.tag),
+        Some(8)
+    );
+    // Too long for the buffer: nothing taken; the ordinary receive
+    // truncates.
+    send(&mut w, 9);
+    let mut short = [0u8; 4];
+    assert!(w.ranks[1]
+        .recv_small(&mut short, 0, Tag::Value(9), CTX, 1)
+        .is_none());
+    let mut m = Mem::zeros(4);
+    let st = w.recv(1, m.buf(), Source::Rank(0), Tag::Value(9));
+    assert_eq!((st.bytes, st.error), (4, Some(ErrClass::Truncate)));
+    // A receive already posted claims the next message: nothing taken.
+    let mut posted = Mem::zeros(8);
+    let early = w.ranks[1]
+        .irecv(posted.buf(), Source::Rank(0), Tag::Any, CTX)
+        .unwrap();
+    send(&mut w, 10);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(10), CTX, 1)
+        .is_none());
+    assert_eq!(w.wait(1, early).tag, 10);
+    // Something unexpected: the receive must look at it first.
+    send(&mut w, 11);
+    let before = w.ranks[1].counters().unexpected;
+    w.ranks[1].progress();
+    assert_eq!(w.ranks[1].counters().unexpected, before + 1);
+    send(&mut w, 12);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(12), CTX, 1)
+        .is_none());
+    let mut m11 = Mem::zeros(8);
+    assert_eq!(w.recv(1, m11.buf(), Source::Any, Tag::Value(11)).tag, 11);
+    assert_eq!(
+        w.recv(1, m11.buf(), Source::Rank(0), Tag::Value(12)).tag,
+        12
+    );
+    // A rank outside the communicator, an unknown communicator: nothing.
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 7, Tag::Any, CTX, 1)
+        .is_none());
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Any, CTX + 9, 1)
+        .is_none());
+    // Turned off with the arrivals' reading.
+    let pml = PmlConfig {
+        recv_arrived: false,
+        ..sim_pml()
+    };
+    let mut w = world_with(2, SimConfig::default(), all_caps(), pml);
+    send(&mut w, 5);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 1)
+        .is_none());
+}
+
+/// While the module sees fragments land by polling, the small receive
+/// reads up to its number of polls; a module that does not is read once.
+#[test]
+fn the_small_receive_polls_only_where_arrivals_show_by_polling() {
+    let late = Rc::new(Cell::new(0));
+    let l = late.clone();
+    let mut w = world_over(
+        vec![SimNet::new(SimConfig::default())],
+        2,
+        sim_pml(),
+        move |_, inner| Masked {
+            inner,
+            keep: all_caps(),
+            extra: Caps::NONE,
+            fail: Caps::NONE,
+            hold: None,
+            forge_keys: false,
+            late_reads: Some(l.clone()),
+        },
+    );
+    let mut src = Mem::pattern(8, 5);
+    w.ranks[0]
+        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    let mut dst = [0u8; 8];
+    late.set(3);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 3)
+        .is_none());
+    assert_eq!(late.get(), 0, "three reads");
+    late.set(3);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 4)
+        .is_some());
+    // The plain sim module: one read whatever the polls.
+    let mut w = world(2);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 64)
+        .is_none());
+}
+
+/// Over a network that reorders, the small receive takes a message only
+/// when it is the next in its sender's sequence: MPI order holds when it
+/// and the ordinary receive take turns.
+#[test]
+fn the_small_receive_keeps_mpi_order_over_a_reordering_network() {
+    let sim = SimConfig {
+        seed: 7,
+        jitter_ns: 5000,
+        ordered: false,
+        no_resource_ppm: 100_000,
+        max_in_flight: 8,
+        ..SimConfig::default()
+    };
+    let mut w = world_with(2, sim, all_caps(), sim_pml());
+    let n = 200;
+    let mut bufs = Vec::new();
+    let mut sends = Vec::new();
+    for i in 0..n {
+        let mut m = Mem::pattern(i % 24, i as u8);
+        sends.push(
+            w.ranks[0]
+                .isend(m.buf(), 1, (i % 5) as i32, CTX, SendMode::Standard)
+                .unwrap(),
+        );
+        bufs.push(m);
+    }
+    let mut fast = 0;
+    for (i, m) in bufs.iter().enumerate() {
+        w.advance();
+        let mut dst = Mem::zeros(24);
+        let tag = if i % 2 == 0 {
+            Tag::Any
+        } else {
+            Tag::Value((i % 5) as i32)
+        };
+        let st = match w.ranks[1].recv_small(&mut dst.0, 0, tag, CTX, 1) {
+            Some(st) => {
+                fast += 1;
+                st
+            }
+            None => w.recv(1, dst.buf(), Source::Rank(0), tag),
+        };
+        assert_eq!(
+            (st.tag, st.bytes),
+            ((i % 5) as i32, m.0.len()),
+            "message {i}"
+        );
+        assert_eq!(dst.0[..m.0.len()], m.0[..], "message {i}");
+    }
+    for id in sends {
+        w.wait(0, id);
+    }
+    assert!(fast > 0, "no message was taken by the small receive");
+    assert!(fast < n, "every message came in order");
 }
 
 #[test]
@@ -1848,6 +2060,67 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
     assert!(!ss.cancelled && !rs.cancelled);
     assert_eq!(src.0, dst.0);
     w.ranks[0].request_free(s).unwrap();
+}
+
+/// The small receive that marks nothing busy (`Pml::try_recv_small`) runs
+/// only over `oxmpi-btl`'s own BTLs, as the immediate send does: over the
+/// plain sim module it takes the message; wrapped from outside, it takes
+/// nothing and the message stays for the ordinary receive.
+#[test]
+fn try_recv_small_runs_only_over_in_tree_btls() {
+    for wrapped in [false, true] {
+        let net = SimNet::new(SimConfig::default());
+        let mods: Vec<SimBtl> = (0..2).map(|r| net.module(r)).collect();
+        let peers: Vec<PeerDesc> = mods
+            .iter()
+            .map(|m| PeerDesc {
+                local: false,
+                cards: vec![None, Some(m.business_card())],
+            })
+            .collect();
+        let mut ranks: Vec<Ob1<dyn Btl>> = Vec::new();
+        for (r, m) in mods.into_iter().enumerate() {
+            let r = r as u32;
+            let net_btl: Box<dyn Btl> = if wrapped {
+                Box::new(Masked {
+                    inner: m,
+                    keep: all_caps(),
+                    extra: Caps::NONE,
+                    fail: Caps::NONE,
+                    hold: None,
+                    forge_keys: false,
+                    late_reads: None,
+                })
+            } else {
+                Box::new(m)
+            };
+            let btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(r, DEFAULT_LIMITS)), net_btl];
+            let mut o = Ob1::new(sim_pml(), r, btls, &peers).unwrap();
+            o.add_comm(CTX, vec![0, 1], r).unwrap();
+            ranks.push(o);
+        }
+        let mut src = Mem::pattern(8, 1);
+        ranks[0]
+            .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
+            .unwrap();
+        while net.advance_to_next() {}
+        let pml = oxmpi_pml::Pml::new(ranks.remove(1), 0, false);
+        assert!(pml.confine());
+        let mut dst = [0u8; 8];
+        let got = pml.try_recv_small(&mut dst, 0, Tag::Value(5), CTX, false);
+        assert_eq!(got.is_none(), wrapped, "wrapped: {wrapped}");
+        if wrapped {
+            assert_eq!(pml.with(|o| o.counters().recv_arrived), 0);
+            let mut m = Mem::zeros(8);
+            let st = pml
+                .recv(m.buf(), Source::Rank(0), Tag::Value(5), CTX)
+                .unwrap();
+            assert_eq!((st.tag, m.0), (5, src.0.clone()));
+        } else {
+            assert_eq!(dst[..], src.0[..]);
+            assert_eq!(pml.with(|o| o.counters().recv_arrived), 1);
+        }
+    }
 }
 
 /// The immediate send that marks nothing busy (`Pml::try_sendi`) runs only

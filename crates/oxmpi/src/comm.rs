@@ -1632,6 +1632,79 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
                 .try_sendi(data, self.rank as u32, tag, self.comm.ctx)
     }
 
+    /// Receives into `buf` a message from this process with `tag` (`None`:
+    /// any tag) if it is complete inside this call with no request: a small
+    /// message over the eager transport that is already here, next from
+    /// this process, fits `buf`, and that no other receive or earlier
+    /// message could claim (nothing posted, nothing unexpected). Its status;
+    /// `None` has received nothing: receive as usual then, which also
+    /// reports any error (a negative tag, a rank outside the communicator, a
+    /// message longer than `buf`). It is always `None` where the library is
+    /// shared between threads, as for [`Process::try_send_inline`]. The
+    /// small-message path of the C ABI's `MPI_Irecv`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     world.process_at_rank(1).send_with_tag(&7u32.to_le_bytes()[..], 3).unwrap();
+    /// } else if world.rank() == 1 {
+    ///     let p = world.process_at_rank(0);
+    ///     let mut buf = [0u8; 4];
+    ///     let st = match p.try_receive_inline(&mut buf, Some(3)) {
+    ///         Some(st) => st,
+    ///         None => p.receive_into_with_tag(&mut buf[..], 3).unwrap(),
+    ///     };
+    ///     assert_eq!((st.bytes(), buf), (4, 7u32.to_le_bytes()));
+    /// }
+    /// ```
+    #[inline(always)]
+    pub fn try_receive_inline(&self, buf: &mut [u8], tag: Option<i32>) -> Option<Status> {
+        self.receive_inline(buf, tag, false)
+    }
+
+    /// [`Process::try_receive_inline`] that, while the library spins (not
+    /// oversubscribed), also waits a little for such a message, as a
+    /// blocking receive does before it posts. The small-message path of the
+    /// C ABI's `MPI_Recv`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let peer = world.process_at_rank(1 - world.rank());
+    /// let mut buf = [0u8; 8];
+    /// if world.rank() == 0 {
+    ///     peer.send_with_tag(&buf[..], 1).unwrap();
+    /// }
+    /// // The reply of a ping-pong: usually here within the wait.
+    /// if peer.try_receive_inline_spinning(&mut buf, Some(1)).is_none() {
+    ///     peer.receive_into_with_tag(&mut buf[..], 1).unwrap();
+    /// }
+    /// ```
+    #[inline(always)]
+    pub fn try_receive_inline_spinning(&self, buf: &mut [u8], tag: Option<i32>) -> Option<Status> {
+        self.receive_inline(buf, tag, true)
+    }
+
+    #[inline(always)]
+    fn receive_inline(&self, buf: &mut [u8], tag: Option<i32>, blocking: bool) -> Option<Status> {
+        let tag = match tag {
+            Some(t) if t >= 0 => MTag::Value(t),
+            Some(_) => return None,
+            None => MTag::Any,
+        };
+        if !(0..self.comm.size()).contains(&self.rank) {
+            return None;
+        }
+        self.comm
+            .rt()
+            .pml
+            .try_recv_small(buf, self.rank as u32, tag, self.comm.ctx, blocking)
+            .map(Status::from_pml)
+    }
+
     /// [`Process::start_send`] of a persistent send, or to `PROC_NULL` (a
     /// receive from it, complete at once each time it is started).
     #[inline(never)]

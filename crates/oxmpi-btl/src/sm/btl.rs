@@ -85,7 +85,7 @@ use super::ring::{self, Inbox, InboxReceiver, Ring, RingProducer, SendError};
 use super::segment::{Mapping, Segment, SegmentCard, SegmentKind, CARD_LEN, DATA_OFFSET};
 use crate::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
-    Registration, RemoteKey, SendOutcome, Token,
+    Registration, RemoteKey, SendOutcome, SmallMatch, SmallRecv, Token,
 };
 use crate::cma::{self, CmaError, CmaPeer, ProbeWord};
 use crate::mem::{copy_bytes, MemRegion};
@@ -1902,6 +1902,24 @@ impl Btl for SmBtl {
 
     fn polls_from_peer(&self) -> bool {
         true
+    }
+
+    /// The ring from the peer on `ep`, read in place (see
+    /// [`ring::RingConsumer::take_small`]); anything `progress_from` would
+    /// not read at once is [`SmallRecv::Other`] and left to it.
+    #[inline]
+    fn recv_small(&mut self, ep: Endpoint, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
+        if !self.orphans.is_empty() {
+            return SmallRecv::Other;
+        }
+        let Some(p) = self.peers.get(ep.0 as usize) else {
+            return SmallRecv::Other;
+        };
+        let ring = ring_index(p.card.local_index, self.local_index);
+        if self.sender_ep.get(ring) != Some(&ep.0) {
+            return SmallRecv::Other;
+        }
+        self.rx.take_small(ring, m, dst)
     }
 
     fn has_work(&self) -> bool {

@@ -19,6 +19,13 @@
  *    every other rank: status source/tag identify each sender exactly once.
  *  - MPI_PROC_NULL: Send returns at once; Recv gives source MPI_PROC_NULL,
  *    tag MPI_ANY_TAG, count 0 and leaves the buffer alone.
+ *  - Small messages (MPI_Recv's small-message path): between ranks 2k and
+ *    2k+1, every size from 0 to 60 bytes, received into a buffer with guard
+ *    bytes past the message, first with the exact tag while messages of a
+ *    second tag come interleaved (received after: they go unexpected), then
+ *    again with MPI_ANY_TAG; data, guard, status source/tag/count, and
+ *    MPI_ERROR left as it was (MPI_STATUS_IGNORE every third); then 2000
+ *    rounds of an 8-byte ping-pong, each message numbered.
  *  - A zero-count receive (NULL buffer, MPI_BYTE) matches a zero-byte send;
  *    strict mode only (OXMPI_STRICT=1): also with MPI_DATATYPE_NULL as the
  *    receive datatype (MPICH accepts it, Open MPI 5 returns MPI_ERR_TYPE; the
@@ -38,6 +45,10 @@ static const char *mode_name[NMODES] = {"Send", "Bsend", "Ssend", "Rsend"};
 #define TAG_HANDSHAKE 200
 #define TAG_ANY_BASE 300
 #define TAG_ZERO 400
+#define TAG_SMALL 500
+#define TAG_SMALL_LATE 501
+#define TAG_PING 502
+#define SMALL_MAX 60
 
 
 static unsigned char pattern(int src, int dst, int size, int mode, int i)
@@ -206,6 +217,76 @@ int main(int argc, char **argv)
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         v = -rank;
         MPI_CHECK(MPI_Send(&v, 1, MPI_INT, 0, TAG_ANY_BASE + 50 + rank, MPI_COMM_WORLD));
+    }
+
+    /* small messages, and a ping-pong */
+    {
+        int peer = rank ^ 1, n, k, it, pass;
+        unsigned char msg[SMALL_MAX + SLACK], got[SMALL_MAX + SLACK];
+        /* pass 0: exact tags, TAG_SMALL_LATE messages interleaved; pass 1:
+         * MPI_ANY_TAG (nothing else outstanding) */
+        for (pass = 0; pass < 2 && peer < size; pass++) {
+            if (rank & 1) {
+                for (n = 0; n <= SMALL_MAX; n++) {
+                    for (k = 0; k < n; k++)
+                        msg[k] = (unsigned char)(n * 7 + k + pass);
+                    MPI_CHECK(MPI_Send(msg, n, MPI_BYTE, peer, TAG_SMALL, MPI_COMM_WORLD));
+                    if (pass == 0 && n % 5 == 0)
+                        MPI_CHECK(MPI_Send(msg, n, MPI_BYTE, peer, TAG_SMALL_LATE, MPI_COMM_WORLD));
+                }
+                continue;
+            }
+            for (n = 0; n <= SMALL_MAX; n++) {
+                MPI_Status st;
+                int c = -1;
+                memset(got, 0xee, sizeof got);
+                st.MPI_SOURCE = st.MPI_TAG = -999;
+                st.MPI_ERROR = -12345;
+                MPI_CHECK(MPI_Recv(got, n + SLACK, MPI_BYTE, peer, pass ? MPI_ANY_TAG : TAG_SMALL,
+                                   MPI_COMM_WORLD, n % 3 ? &st : MPI_STATUS_IGNORE));
+                for (k = 0; k < n; k++)
+                    CHECK(got[k] == (unsigned char)(n * 7 + k + pass), "small %d/%d: byte %d",
+                          pass, n, k);
+                for (k = n; k < n + SLACK; k++)
+                    CHECK(got[k] == 0xee, "small %d/%d: byte %d past the message written", pass,
+                          n, k);
+                if (n % 3) {
+                    MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &c));
+                    CHECK(st.MPI_SOURCE == peer && st.MPI_TAG == TAG_SMALL && c == n,
+                          "small %d/%d: status %d/%d count %d", pass, n, st.MPI_SOURCE,
+                          st.MPI_TAG, c);
+                    CHECK(st.MPI_ERROR == -12345, "small %d/%d: MPI_ERROR set to %d", pass, n,
+                          st.MPI_ERROR);
+                }
+            }
+            for (n = 0; pass == 0 && n <= SMALL_MAX; n += 5) {
+                MPI_Status st;
+                int c = -1;
+                MPI_CHECK(MPI_Recv(got, SMALL_MAX, MPI_BYTE, peer, TAG_SMALL_LATE, MPI_COMM_WORLD,
+                                   &st));
+                MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &c));
+                CHECK(c == n, "late small %d: count %d", n, c);
+                for (k = 0; k < n; k++)
+                    CHECK(got[k] == (unsigned char)(n * 7 + k), "late small %d: byte %d", n, k);
+            }
+        }
+        if (peer < size) {
+            for (it = 0; it < 2000; it++) {
+                long long v[1] = {0}, w = (long long)it * 3 + rank;
+                MPI_Status st;
+                if (rank & 1) {
+                    MPI_CHECK(MPI_Recv(v, 1, MPI_LONG_LONG, peer, TAG_PING, MPI_COMM_WORLD, &st));
+                    CHECK(v[0] == (long long)it * 3 + peer && st.MPI_SOURCE == peer,
+                          "ping %d: got %lld from %d", it, v[0], st.MPI_SOURCE);
+                    MPI_CHECK(MPI_Send(&w, 1, MPI_LONG_LONG, peer, TAG_PING, MPI_COMM_WORLD));
+                } else {
+                    MPI_CHECK(MPI_Send(&w, 1, MPI_LONG_LONG, peer, TAG_PING, MPI_COMM_WORLD));
+                    MPI_CHECK(MPI_Recv(v, 1, MPI_LONG_LONG, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
+                    CHECK(v[0] == (long long)it * 3 + peer && st.MPI_TAG == TAG_PING,
+                          "pong %d: got %lld tag %d", it, v[0], st.MPI_TAG);
+                }
+            }
+        }
     }
 
     /* MPI_PROC_NULL */

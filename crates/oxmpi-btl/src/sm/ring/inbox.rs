@@ -27,6 +27,7 @@
 use super::mem::Mem;
 use super::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use super::{Ring, RingConsumer, RingError, RingProducer, R_REGISTERED};
+use crate::btl::{SmallMatch, SmallRecv};
 #[cfg(not(loom))]
 use std::ptr::NonNull;
 
@@ -397,6 +398,36 @@ impl InboxReceiver {
             None => Ok(handled),
             Some(error) => Err(self.drop_ring(i as usize, error)),
         }
+    }
+
+    /// [`RingConsumer::take_small`] on `sender`'s ring, adopting it first
+    /// if it registered since (as [`Self::poll_sender`] does):
+    /// [`SmallRecv::Other`] when it has not, or failed (`poll_sender`
+    /// reports that).
+    #[inline(always)]
+    pub fn take_small(&mut self, sender: usize, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
+        let Some(&i) = self.slot_of.get(sender) else {
+            return SmallRecv::Other;
+        };
+        let i = if i == NOT_ACTIVE {
+            self.adopt(sender)
+        } else {
+            i
+        };
+        match self.active.get_mut(i as usize) {
+            Some((_, ring)) => ring.take_small(m, dst),
+            None => SmallRecv::Other,
+        }
+    }
+
+    /// `sender`'s index in the active list after a refresh (`NOT_ACTIVE`
+    /// when it has not registered, or the refresh failed).
+    #[cold]
+    fn adopt(&mut self, sender: usize) -> u32 {
+        if self.known < self.geometry.n_senders && self.refresh().is_err() {
+            return NOT_ACTIVE;
+        }
+        self.slot_of[sender]
     }
 
     /// Stops polling the ring at `active[i]`, which failed with `error`.

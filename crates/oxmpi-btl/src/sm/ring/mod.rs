@@ -111,6 +111,7 @@ mod sync;
 
 pub use inbox::{HeapInbox, Inbox, InboxReceiver, PollError};
 
+use crate::btl::{SmallMatch, SmallRecv};
 use mem::Mem;
 #[cfg(not(loom))]
 use std::ptr::NonNull;
@@ -704,13 +705,7 @@ impl RingConsumer {
                 }));
             }
             if flags == FLAG_SKIP && len == 0 {
-                // Clear the slots jumped over so that next lap no stale word
-                // there can pass for a header.
-                for slot in (off + SLOT..self.capacity as usize).step_by(SLOT) {
-                    self.mem.word(R_DATA + slot).store(0, Relaxed);
-                }
-                self.head += self.capacity - off as u64;
-                self.maybe_publish();
+                self.skip(off);
                 continue;
             }
             return Err(RingError::Corrupt {
@@ -718,6 +713,89 @@ impl RingConsumer {
                 offset: off,
             });
         }
+    }
+
+    /// Takes the next record at once if it is a data record for handler
+    /// `m.tag` of at most a cache line (one or two slots) whose first 16
+    /// payload bytes match `m`, and whose payload past `m.hdr_len` fits
+    /// `dst`: that much is copied to the start of `dst` and the record is
+    /// released. The receive side of [`RingProducer::try_send_small`], with
+    /// no [`Record`] and no callback. [`SmallRecv::Other`] leaves the next
+    /// record in place for [`RingConsumer::peek`] (which also reports a
+    /// corrupt header); [`SmallRecv::Empty`] publishes the head as `peek`
+    /// does on an empty ring.
+    #[inline(always)]
+    pub fn take_small(&mut self, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
+        debug_assert!((9..=16).contains(&m.hdr_len));
+        let (off, len) = loop {
+            let off = (self.head & self.mask) as usize;
+            let stamp = stamp_of(self.head, self.shift);
+            let h = self.mem.word(R_DATA + off).load(Acquire);
+            if h as u32 != stamp || h == 0 {
+                if h != 0 && h as u32 != stamp.wrapping_sub(1) {
+                    return SmallRecv::Other;
+                }
+                if self.head != self.published {
+                    self.publish();
+                }
+                return SmallRecv::Empty;
+            }
+            let len = (h >> LEN_SHIFT) as usize;
+            if (h >> FLAGS_SHIFT) & 0xf == FLAG_RECORD
+                && (h >> TAG_SHIFT) as u8 == m.tag.0
+                && (m.hdr_len..=INLINE_PAYLOAD).contains(&len)
+                && off + record_bytes(len) <= self.capacity as usize
+            {
+                break (off, len);
+            }
+            if (h >> FLAGS_SHIFT) & 0xf != FLAG_SKIP || len != 0 {
+                return SmallRecv::Other;
+            }
+            // The lap's end: the record is at the start of the next.
+            self.skip(off);
+        };
+        // The first 16 payload bytes lie in the record's first slot (24
+        // payload bytes), past `len` too: read whole, compared under the
+        // mask.
+        #[cfg(not(loom))]
+        // SAFETY: `off + 8 .. off + 8 + max(len, 16)` lies in the record's
+        // slots, inside the data area (checked above), which the producer
+        // published with the Acquire-loaded header and does not write again
+        // until the head passes them; bytes past `len` are the slot's own,
+        // written or not, and only masked off.
+        let p = unsafe { self.mem.bytes(R_DATA + off + HEADER_BYTES, len.max(16)) };
+        #[cfg(loom)]
+        let mut copy = [0u8; INLINE_PAYLOAD];
+        #[cfg(loom)]
+        let p = {
+            self.mem
+                .load_bytes(R_DATA + off + HEADER_BYTES, &mut copy[..len.max(16)]);
+            &copy[..len.max(16)]
+        };
+        let w = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
+        let (w0, w1) = (w(0), w(8));
+        let n = len - m.hdr_len;
+        if (w0 ^ m.want[0]) & m.mask[0] != 0 || (w1 ^ m.want[1]) & m.mask[1] != 0 || n > dst.len() {
+            return SmallRecv::Other;
+        }
+        crate::mem::copy_small(&mut dst[..n], &p[m.hdr_len..len]);
+        #[cfg(not(loom))]
+        self.mem
+            .prefetch(R_DATA + ((off + PREFETCH_AHEAD) & self.mask as usize));
+        self.release(off, len);
+        SmallRecv::Taken { hdr1: w1, len: n }
+    }
+
+    /// Passes the SKIP record at `off` (the rest of the lap).
+    #[cold]
+    fn skip(&mut self, off: usize) {
+        // Clear the slots jumped over so that next lap no stale word there
+        // can pass for a header.
+        for slot in (off + SLOT..self.capacity as usize).step_by(SLOT) {
+            self.mem.word(R_DATA + slot).store(0, Relaxed);
+        }
+        self.head += self.capacity - off as u64;
+        self.maybe_publish();
     }
 
     #[inline(always)]
