@@ -654,15 +654,15 @@ pub trait Btl {
 
     /// Takes the next fragment from the peer on `ep` if it is a small one
     /// that `m` accepts and whose data fits `dst`: the receive side of
-    /// [`Btl::sendi_hdr`], with no callback. A blocking receive of the PML
-    /// polls its source this way before anything else, when nothing else
-    /// could claim the message first. [`SmallRecv::Other`] leaves the
+    /// [`Btl::sendi_hdr`], with no callback. The PML's small-message
+    /// receive (`MPI_Recv`, `MPI_Irecv`) reads its source this way before
+    /// anything else, when nothing else could claim the message first. [`SmallRecv::Other`] leaves the
     /// fragment where it is, for [`Btl::progress_from`] and
     /// [`Btl::progress`] to deliver in order, as every module that does not
     /// override this does for every fragment (the default). A module that
-    /// overrides it takes every matching fragment of up to 56 bytes (a
-    /// cache line with the shared-memory ring's record header) that is
-    /// next from the peer.
+    /// overrides it takes at least every matching fragment of up to 56
+    /// bytes (a cache line with the shared-memory ring's record header)
+    /// that is next from the peer (the simulated one takes any size).
     #[inline]
     fn recv_small(&mut self, ep: Endpoint, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
         let _ = (ep, m, dst);

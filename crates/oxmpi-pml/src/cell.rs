@@ -229,7 +229,10 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
         polls: u32,
     ) -> Option<crate::Status> {
         // SAFETY: `recv_small` is the PML's own code over its BTLs, which
-        // `unmarked` checked are all `oxmpi-btl`'s.
+        // `unmarked` checked are all `oxmpi-btl`'s; that includes the
+        // queued actions it may run (a CREDIT for the sender, pending sends,
+        // RDMA and deregistrations): PML code and in-tree BTL calls, none of
+        // which enters the cell or calls user code.
         unsafe { self.unmarked() }?.recv_small(dst, src, tag, ctx, polls)
     }
 

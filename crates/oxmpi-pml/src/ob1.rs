@@ -1477,8 +1477,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
         st.return_credit(peer, len + MATCH_LEN);
         st.counters.bytes_received[peer as usize] += len as u64;
         st.counters.recv_arrived += 1;
-        // A CREDIT for the sender, when enough was owed.
-        if !st.actions.is_empty() {
+        // A CREDIT for the sender, when enough was owed (and whatever else
+        // waits, as after `recv_arrived`).
+        if st.has_queued() {
             self.run_actions();
         }
         Some(Status {

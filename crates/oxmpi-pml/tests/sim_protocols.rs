@@ -717,7 +717,7 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
 }
 
 /// While the module sees fragments land by polling, the small receive
-/// reads up to its number of polls; a module that does not is read once.
+/// reads up to its number of polls.
 #[test]
 fn the_small_receive_polls_only_where_arrivals_show_by_polling() {
     let late = Rc::new(Cell::new(0));
@@ -751,11 +751,6 @@ fn the_small_receive_polls_only_where_arrivals_show_by_polling() {
     assert!(w.ranks[1]
         .recv_small(&mut dst, 0, Tag::Value(5), CTX, 4)
         .is_some());
-    // The plain sim module: one read whatever the polls.
-    let mut w = world(2);
-    assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 64)
-        .is_none());
 }
 
 /// Over a network that reorders, the small receive takes a message only

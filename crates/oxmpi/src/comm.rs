@@ -1673,14 +1673,18 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// use oxmpi::traits::*;
     /// let universe = oxmpi::initialize().unwrap();
     /// let world = universe.world();
-    /// let peer = world.process_at_rank(1 - world.rank());
-    /// let mut buf = [0u8; 8];
-    /// if world.rank() == 0 {
-    ///     peer.send_with_tag(&buf[..], 1).unwrap();
-    /// }
-    /// // The reply of a ping-pong: usually here within the wait.
-    /// if peer.try_receive_inline_spinning(&mut buf, Some(1)).is_none() {
-    ///     peer.receive_into_with_tag(&mut buf[..], 1).unwrap();
+    /// // A ping-pong between ranks 0 and 1: each reply is usually here
+    /// // within the wait.
+    /// if world.rank() < 2 && world.size() >= 2 {
+    ///     let peer = world.process_at_rank(1 - world.rank());
+    ///     let mut buf = [0u8; 8];
+    ///     for round in 0..100 {
+    ///         if (round + world.rank()) % 2 == 0 {
+    ///             peer.send_with_tag(&buf[..], 1).unwrap();
+    ///         } else if peer.try_receive_inline_spinning(&mut buf, Some(1)).is_none() {
+    ///             peer.receive_into_with_tag(&mut buf[..], 1).unwrap();
+    ///         }
+    ///     }
     /// }
     /// ```
     #[inline(always)]
