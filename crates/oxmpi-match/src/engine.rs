@@ -891,18 +891,20 @@ impl<R: Copy, M> Engine<R, M> {
     }
 
     /// The sequence number with which the next message from `source` on
-    /// `context` goes straight into a receive from `source` about to be
-    /// posted, whatever its tag, when nothing could take it first: no
-    /// receive posted and nothing unexpected on any context, nothing of that
-    /// sender parked. Then [`Engine::arrival_before_post`] would answer
-    /// [`EarlyArrival::Fresh`] for it, for any receive from `source` whose
-    /// tag fits it. The number is returned in place: the caller, having
-    /// delivered such a message, adds one to it (wrapping), as
-    /// `arrival_before_post` would have, and changes it in no other way.
-    /// `None` in every other case, or for an unknown context or source.
+    /// `context` goes straight into a receive from `source` with a tag of 0
+    /// or more (or any tag) about to be posted, whatever the message's tag,
+    /// when nothing could take it first: no receive posted on any context,
+    /// nothing of that sender unexpected with a tag of 0 or more (what such
+    /// a receive would take first) and nothing of it parked. Then
+    /// [`Engine::arrival_before_post`] would answer [`EarlyArrival::Fresh`]
+    /// for it, for any such receive whose tag fits it. The number is
+    /// returned in place: the caller, having delivered such a message, adds
+    /// one to it (wrapping), as `arrival_before_post` would have, and
+    /// changes it in no other way. `None` in every other case, or for an
+    /// unknown context or source.
     #[inline(always)]
     pub fn fresh_seq(&mut self, context: u32, source: u32) -> Option<&mut u16> {
-        if self.store.posted.len() > 0 || self.store.unexp.len() > 0 {
+        if self.store.posted.len() > 0 {
             return None;
         }
         let peer = self
@@ -910,7 +912,7 @@ impl<R: Copy, M> Engine<R, M> {
             .get_mut(&context)?
             .peers
             .get_mut(source as usize)?;
-        (peer.parked.head == NIL).then_some(&mut peer.expected_seq)
+        (peer.parked.head == NIL && peer.unexp.head == NIL).then_some(&mut peer.expected_seq)
     }
 
     /// [`Engine::match_arrival`] for a message that arrives while a receive

@@ -546,3 +546,53 @@ fn an_arrival_before_a_post_keeps_matching_order() {
         None
     );
 }
+
+/// `fresh_seq` (the small receive's shortcut) names the next number from a
+/// sender only while nothing could take that sender's next message first:
+/// no receive posted anywhere, nothing of that sender unexpected with a
+/// user tag, nothing of it parked. Another sender's unexpected message or
+/// an internal one does not matter.
+#[test]
+fn fresh_seq_only_while_nothing_else_could_take_the_message() {
+    let mut e = engine(3);
+    let next = |e: &mut E, src| e.fresh_seq(C, src).map(|s| *s);
+    assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
+    // A posted receive, from any sender: none.
+    let h = posted(e.post_recv(C, Source::Rank(2), Tag::Value(9), 1).unwrap());
+    assert_eq!(next(&mut e, 1), None);
+    assert!(e.cancel(h).is_some());
+    assert!(next(&mut e, 1).is_some());
+    // Sender 2's unexpected message does not stop sender 1's shortcut; its
+    // own does, until received.
+    assert!(matches!(
+        arrive(&mut e, 2, 4, 8, "two"),
+        MatchEvent::Queued { .. }
+    ));
+    assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
+    assert_eq!(next(&mut e, 2), None);
+    assert!(matches!(
+        arrive(&mut e, 1, 4, 8, "one"),
+        MatchEvent::Queued { .. }
+    ));
+    assert_eq!(next(&mut e, 1), None);
+    assert!(matches!(
+        e.post_recv(C, Source::Rank(1), Tag::Any, 2).unwrap(),
+        PostOutcome::Matched(_)
+    ));
+    assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
+    // An internal (negative-tag) unexpected message of sender 1: no user
+    // receive takes it, so the shortcut stands.
+    assert!(matches!(
+        arrive(&mut e, 1, -4, 8, "internal"),
+        MatchEvent::Queued { .. }
+    ));
+    assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
+    // Out of order: parked, so none.
+    let seq = e.expected_seq(C, 1).unwrap();
+    assert_eq!(
+        e.handle_arrival(C, 1, 4, seq.wrapping_add(1), 8, "early")
+            .unwrap(),
+        Arrival::Parked
+    );
+    assert_eq!(next(&mut e, 1), None);
+}

@@ -1422,8 +1422,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// The small-message receive: takes the message from rank `src` of
     /// `ctx` with `tag` into `dst` when it is next on `src`'s eager BTL,
     /// fits `dst`, and nothing else could take it first
-    /// ([`Engine::fresh_seq`]: nothing posted, nothing unexpected, nothing
-    /// out of order from `src`). Reads that BTL's channel with
+    /// ([`Engine::fresh_seq`]: nothing posted, nothing of `src` unexpected
+    /// or out of order; a user tag). Reads that BTL's channel with
     /// [`Btl::recv_small`] up to `polls` times (more than once only where
     /// it [`Btl::polls_from_peer`]). The receive's status, complete, with
     /// no request and no buffer object: what [`Ob1::irecv_polling`] would
@@ -1444,6 +1444,13 @@ impl<B: ?Sized + Btl> Ob1<B> {
         if !st.cfg.recv_arrived {
             return None;
         }
+        let (want1, mask1) = match tag {
+            // `fresh_seq` answers for receives of user tags.
+            Tag::Value(t) if t < 0 => return None,
+            Tag::Value(t) => (u64::from(t as u32), 0xffff_ffff),
+            // Any tag that is not negative (internal tags are).
+            Tag::Any => (0, 0x8000_0000),
+        };
         let (peer, b, ep) = st.eager_route(src, ctx)?;
         let seq = st.engine.fresh_seq(u32::from(ctx), src)?;
         let want0 = MatchHdr {
@@ -1453,11 +1460,6 @@ impl<B: ?Sized + Btl> Ob1<B> {
             tag: 0,
         }
         .first_word();
-        let (want1, mask1) = match tag {
-            Tag::Value(t) => (u64::from(t as u32), 0xffff_ffff),
-            // Any tag that is not negative (internal tags are).
-            Tag::Any => (0, 0x8000_0000),
-        };
         let m = SmallMatch {
             tag: HdrType::Match.am_tag(),
             hdr_len: MATCH_LEN,

@@ -697,6 +697,15 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
         w.recv(1, m11.buf(), Source::Rank(0), Tag::Value(12)).tag,
         12
     );
+    // An internal (negative) tag: nothing.
+    send(&mut w, 13);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 0, Tag::Value(-13), CTX, 1)
+        .is_none());
+    assert_eq!(
+        w.recv(1, m11.buf(), Source::Rank(0), Tag::Value(13)).tag,
+        13
+    );
     // A rank outside the communicator, an unknown communicator: nothing.
     assert!(w.ranks[1]
         .recv_small(&mut dst, 7, Tag::Any, CTX, 1)
@@ -714,6 +723,59 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
     assert!(w.ranks[1]
         .recv_small(&mut dst, 0, Tag::Value(5), CTX, 1)
         .is_none());
+}
+
+/// What another rank left unexpected does not stop the small receive from
+/// a rank with nothing unexpected; what that rank itself left does, until
+/// the ordinary receive has taken it.
+#[test]
+fn the_small_receive_looks_only_at_its_source_unexpected_messages() {
+    let mut w = world(3);
+    let mut a = Mem::pattern(8, 1);
+    let mut b = Mem::pattern(8, 2);
+    // Rank 2's message goes unexpected at rank 1.
+    w.ranks[2]
+        .isend(a.buf(), 1, 4, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    w.ranks[1].progress();
+    assert_eq!(w.ranks[1].counters().unexpected, 1);
+    // Rank 0's is taken all the same, with any tag too.
+    let mut dst = [0u8; 8];
+    for tag in [Tag::Value(4), Tag::Any] {
+        w.ranks[0]
+            .isend(b.buf(), 1, 4, CTX, SendMode::Standard)
+            .unwrap();
+        deliver_all(&mut w);
+        let st = w.ranks[1]
+            .recv_small(&mut dst, 0, tag, CTX, 1)
+            .expect("taken");
+        assert_eq!((st.source, st.tag), (0, 4));
+        assert_eq!(dst[..], b.0[..]);
+    }
+    // Rank 2's next one waits behind its first.
+    w.ranks[2]
+        .isend(b.buf(), 1, 4, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, 2, Tag::Any, CTX, 1)
+        .is_none());
+    let mut m = Mem::zeros(8);
+    w.recv(1, m.buf(), Source::Rank(2), Tag::Any);
+    assert_eq!(m.0, a.0, "the older message first");
+    w.recv(1, m.buf(), Source::Rank(2), Tag::Any);
+    assert_eq!(m.0, b.0);
+    // Nothing of rank 2 unexpected now.
+    w.ranks[2]
+        .isend(a.buf(), 1, 6, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    let st = w.ranks[1]
+        .recv_small(&mut dst, 2, Tag::Any, CTX, 1)
+        .expect("taken");
+    assert_eq!((st.source, st.tag), (2, 6));
+    assert_eq!(dst[..], a.0[..]);
 }
 
 /// While the module sees fragments land by polling, the small receive

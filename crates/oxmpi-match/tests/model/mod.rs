@@ -415,10 +415,25 @@ impl Harness {
                 self.next_recv += 1;
                 let (want, want_events) = self.model.arrival(c, peer, tag, seq, len, msg);
                 let want_post = self.model.post(pc, src, post_tag, recv);
-                match self
+                // The small receive's shortcut (`fresh_seq`): where it names
+                // this message's number for a user receive from its sender
+                // that the message fits, the answer below must be Fresh.
+                let user_fit = match post_tag {
+                    Tag::Value(t) => t >= 0 && t == tag,
+                    Tag::Any => tag >= 0,
+                };
+                let shortcut = (pc == c && post_src == peer && user_fit)
+                    .then(|| self.engine.fresh_seq(c, peer).map(|s| *s))
+                    .flatten()
+                    == Some(seq);
+                let early = self
                     .engine
-                    .arrival_before_post(c, peer, tag, seq, pc, post_src, post_tag)
-                {
+                    .arrival_before_post(c, peer, tag, seq, pc, post_src, post_tag);
+                assert!(
+                    !shortcut || matches!(early, Some(EarlyArrival::Fresh(_))),
+                    "fresh_seq named seq {seq} but the arrival went {early:?}: {op:?}"
+                );
+                match early {
                     Some(EarlyArrival::Posted(r, envelope)) => {
                         assert_eq!(want, Arrival::Delivered { events: 1 }, "{op:?}");
                         let m = Match {
