@@ -689,20 +689,10 @@ fn check_progress_from<B: Btl>(mut pair: Pair<B>, must_deliver: bool) {
     }
     // Let what was sent arrive, without the receiver's progress.
     for _ in 0..100 {
-        match &mut pair {
-            Pair::Loopback(_) => {}
-            Pair::Two(a, _) => {
-                a.btl.progress(&mut tx);
-            }
-            Pair::Clocked(a, _, tick) => {
-                a.btl.progress(&mut tx);
-                tick();
-            }
-        }
+        settle(&mut pair, &mut tx);
     }
-    let (rx_btl, rx_ep) = match &mut pair {
-        Pair::Loopback(s) | Pair::Two(_, s) | Pair::Clocked(_, s, _) => (&mut s.btl, s.ep),
-    };
+    let s = receiver(&mut pair);
+    let (rx_btl, rx_ep) = (&mut s.btl, s.ep);
     for want in [3usize, 1, 5] {
         let before = rx.recvs.len();
         let mut left = want;
