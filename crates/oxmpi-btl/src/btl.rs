@@ -490,11 +490,14 @@ impl SmallMatch {
         h[..n].copy_from_slice(&frag[..n]);
         let w0 = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
         let w1 = u64::from_le_bytes(h[8..].try_into().expect("8 bytes"));
-        (tag == self.tag
-            && (w0 ^ self.want[0]) & self.mask[0] == 0
-            && (w1 ^ self.want[1]) & self.mask[1] == 0
-            && data.len() <= room)
-            .then_some((w1, data))
+        (tag == self.tag && self.matches(w0, w1) && data.len() <= room).then_some((w1, data))
+    }
+
+    /// Whether a fragment whose first 16 bytes read as the little-endian
+    /// words `w0`, `w1` matches (the handler tag aside).
+    #[inline(always)]
+    pub fn matches(&self, w0: u64, w1: u64) -> bool {
+        (w0 ^ self.want[0]) & self.mask[0] == 0 && (w1 ^ self.want[1]) & self.mask[1] == 0
     }
 }
 

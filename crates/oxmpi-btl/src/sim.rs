@@ -409,6 +409,14 @@ impl Drop for SimBtl {
     }
 }
 
+/// Where in an inbox queue the first fragment or refused-put report from
+/// `peer` waits (the others from it follow, in order).
+fn first_from(q: &[Event], peer: u32) -> Option<usize> {
+    q.iter().position(
+        |ev| matches!(ev, Event::Frag { from, .. } | Event::Refused { from, .. } if *from == peer),
+    )
+}
+
 impl Btl for SimBtl {
     fn in_tree(&self, _: crate::btl::sealed::InTree) -> bool {
         true
@@ -663,9 +671,7 @@ impl Btl for SimBtl {
                 let Some(q) = w.inbox.get_mut(&self.rank) else {
                     break;
                 };
-                let Some(i) = q.iter().position(|ev| {
-                    matches!(ev, Event::Frag { from, .. } | Event::Refused { from, .. } if *from == peer)
-                }) else {
+                let Some(i) = first_from(q, peer) else {
                     break;
                 };
                 if matches!(q[i], Event::Refused { .. }) {
@@ -691,10 +697,7 @@ impl Btl for SimBtl {
         let Some(q) = w.inbox.get_mut(&self.rank) else {
             return SmallRecv::Empty;
         };
-        // The first event from `peer`, as `progress_from` finds it.
-        let Some(i) = q.iter().position(|ev| {
-            matches!(ev, Event::Frag { from, .. } | Event::Refused { from, .. } if *from == peer)
-        }) else {
+        let Some(i) = first_from(q, peer) else {
             return SmallRecv::Empty;
         };
         let Event::Frag { tag, data, .. } = &q[i] else {

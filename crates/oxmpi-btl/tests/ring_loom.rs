@@ -8,7 +8,7 @@
 
 use loom::thread;
 use oxmpi_btl::btl::{AmTag, SmallMatch, SmallRecv};
-use oxmpi_btl::sm::ring::{Inbox, Ring, RingConsumer, SendError};
+use oxmpi_btl::sm::ring::{Inbox, Ring, RingConsumer, RingProducer, SendError};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
@@ -100,54 +100,56 @@ fn send_all_small(p: &mut oxmpi_btl::sm::ring::RingProducer, lens: &[usize]) {
     }
 }
 
-#[test]
-fn small_records_hand_off_intact() {
-    model(|| {
-        let (mut p, mut c) = Ring::new_heap(256).unwrap();
-        // Ten one-slot records through an eight-slot ring: it fills (the
-        // cached head goes stale), wraps and reuses space the consumer freed.
-        let lens = [20usize, 8, 24, 12, 16, 24, 8, 20, 12, 24];
-        let t = thread::spawn(move || send_all_small(&mut p, &lens));
-        receive(&mut c, &lens);
+/// Sends `lens`' records with `send` from one thread while `recv` takes
+/// them on another, through a ring of `cap` bytes.
+fn hand_off(
+    cap: usize,
+    lens: &'static [usize],
+    send: fn(&mut RingProducer, &[usize]),
+    recv: fn(&mut RingConsumer, &[usize]),
+) {
+    model(move || {
+        let (mut p, mut c) = Ring::new_heap(cap).unwrap();
+        let t = thread::spawn(move || send(&mut p, lens));
+        recv(&mut c, lens);
         t.join().unwrap();
     });
+}
+
+#[test]
+fn small_records_hand_off_intact() {
+    // Ten one-slot records through an eight-slot ring: it fills (the
+    // cached head goes stale), wraps and reuses space the consumer freed.
+    hand_off(
+        256,
+        &[20usize, 8, 24, 12, 16, 24, 8, 20, 12, 24],
+        send_all_small,
+        receive,
+    );
 }
 
 #[test]
 fn small_records_taken_in_place_intact() {
-    model(|| {
-        let (mut p, mut c) = Ring::new_heap(256).unwrap();
-        // One- and two-slot records through an eight-slot ring: it fills,
-        // a two-slot record at the lap's end is a SKIP, and space is reused.
-        let lens = [20usize, 12, 24, 40, 16, 24, 56, 20, 12, 24];
-        let t = thread::spawn(move || send_all_small(&mut p, &lens));
-        receive_small(&mut c, &lens);
-        t.join().unwrap();
-    });
+    // One- and two-slot records through an eight-slot ring: it fills,
+    // a two-slot record at the lap's end is a SKIP, and space is reused.
+    hand_off(
+        256,
+        &[20usize, 12, 24, 40, 16, 24, 56, 20, 12, 24],
+        send_all_small,
+        receive_small,
+    );
 }
 
 #[test]
 fn hand_off_keeps_payloads_intact() {
-    model(|| {
-        let (mut p, mut c) = Ring::new_heap(1024).unwrap();
-        let lens = [5usize, 60, 16];
-        let t = thread::spawn(move || send_all(&mut p, &lens));
-        receive(&mut c, &lens);
-        t.join().unwrap();
-    });
+    hand_off(1024, &[5usize, 60, 16], send_all, receive);
 }
 
 #[test]
 fn wrap_around_with_skip() {
     // 512 bytes = 16 slots, records of 4 slots and 1: the last one (4 slots
     // at offset 416) does not fit before the end: a SKIP marker.
-    model(|| {
-        let (mut p, mut c) = Ring::new_heap(512).unwrap();
-        let lens = [100usize, 100, 100, 8, 100];
-        let t = thread::spawn(move || send_all(&mut p, &lens));
-        receive(&mut c, &lens);
-        t.join().unwrap();
-    });
+    hand_off(512, &[100usize, 100, 100, 8, 100], send_all, receive);
 }
 
 #[test]

@@ -180,22 +180,38 @@ unsafe fn send_inline(
     dest: c_int,
     tag: c_int,
 ) -> bool {
-    let Some(size) = crate::types::contiguous_size(dt) else {
-        return false;
-    };
-    let Some(len) = usize::try_from(n).ok().and_then(|n| n.checked_mul(size)) else {
+    let Some(len) = contiguous_bytes(buf.is_null(), n, dt) else {
         return false;
     };
     let data: &[u8] = if len == 0 {
         &[]
-    } else if buf.is_null() {
-        return false;
     } else {
-        // SAFETY: `len` bytes at `buf`, valid for the call (the caller's
-        // contract); the send copies them before it returns true.
+        // SAFETY: `len` bytes at `buf` (not null), valid for the call (the
+        // caller's contract); the send copies them before it returns true.
         unsafe { std::slice::from_raw_parts(buf.cast(), len) }
     };
     c.comm.process_at_rank(dest).try_send_inline(data, tag)
+}
+
+/// The bytes of `n` elements of `dt` for a small-message path: only for a
+/// predefined contiguous type, a count that is not negative, and a buffer
+/// that is not null (`buf_null`) unless there is nothing to move.
+#[inline(always)]
+fn contiguous_bytes(buf_null: bool, n: i64, dt: usize) -> Option<usize> {
+    let size = crate::types::contiguous_size(dt)?;
+    let len = usize::try_from(n).ok()?.checked_mul(size)?;
+    (len == 0 || !buf_null).then_some(len)
+}
+
+/// `MPI_COMM_WORLD` or `MPI_COMM_SELF` for a small-message path (the
+/// handles that need no lookup in the table), once initialized and until
+/// finalized.
+#[inline(always)]
+fn predefined_comm_live(comm: usize) -> Option<&'static CommObj> {
+    if crate::state::finalized() {
+        return None;
+    }
+    crate::state::state_any()?.predefined_comm(comm)
 }
 
 /// The Rust API's source for a C `source` argument (`MPI_ANY_SOURCE`:
@@ -736,10 +752,7 @@ unsafe fn send_inline_predefined(
     tag: c_int,
     comm: usize,
 ) -> bool {
-    if crate::state::finalized() {
-        return false;
-    }
-    let Some(c) = crate::state::state_any().and_then(|s| s.predefined_comm(comm)) else {
+    let Some(c) = predefined_comm_live(comm) else {
         return false;
     };
     // SAFETY: the caller's buffer, valid for the call.
@@ -792,19 +805,15 @@ unsafe fn recv_small(
     comm: usize,
     blocking: bool,
 ) -> Option<oxmpi::Status> {
-    if crate::state::finalized() || source < 0 || (tag < 0 && tag != ANY_TAG) {
-        return None;
-    }
-    let c = crate::state::state_any().and_then(|s| s.predefined_comm(comm))?;
-    let size = crate::types::contiguous_size(dt)?;
-    let len = usize::try_from(n).ok().and_then(|n| n.checked_mul(size))?;
+    // A bad source or tag (`MPI_ANY_SOURCE` included) is refused below.
+    let c = predefined_comm_live(comm)?;
+    let len = contiguous_bytes(buf.is_null(), n.into(), dt)?;
     let dst: &mut [u8] = if len == 0 {
         &mut []
-    } else if buf.is_null() {
-        return None;
     } else {
-        // SAFETY: `len` bytes at `buf`, the caller's receive buffer, valid
-        // and not otherwise accessed for the call (the caller's contract).
+        // SAFETY: `len` bytes at `buf` (not null), the caller's receive
+        // buffer, valid and not otherwise accessed for the call (the
+        // caller's contract).
         unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }
     };
     let p = c.comm.process_at_rank(source);

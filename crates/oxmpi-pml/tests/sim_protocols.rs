@@ -36,6 +36,22 @@ struct Masked<B: Btl> {
     late_reads: Option<Rc<Cell<u32>>>,
 }
 
+impl<B: Btl> Masked<B> {
+    /// `inner` with every capability kept and nothing held, failed, forged
+    /// or late.
+    fn plain(inner: B) -> Self {
+        Masked {
+            inner,
+            keep: all_caps(),
+            extra: Caps::NONE,
+            fail: Caps::NONE,
+            hold: None,
+            forge_keys: false,
+            late_reads: None,
+        }
+    }
+}
+
 /// Control messages a [`Masked`] BTL holds back.
 #[derive(Default)]
 struct Hold {
@@ -257,6 +273,24 @@ fn sim_pml() -> PmlConfig {
         rdma_split_balance: false,
         ..PmlConfig::default()
     }
+}
+
+/// Two ranks whose modules see a peer's fragments land by polling; while
+/// the returned count is above 0, each read of a channel finds nothing and
+/// takes one off it (a message that lands during the polling).
+fn world_late_reads() -> (World, Rc<Cell<u32>>) {
+    let late = Rc::new(Cell::new(0));
+    let l = late.clone();
+    let w = world_over(
+        vec![SimNet::new(SimConfig::default())],
+        2,
+        sim_pml(),
+        move |_, inner| Masked {
+            late_reads: Some(l.clone()),
+            ..Masked::plain(inner)
+        },
+    );
+    (w, late)
 }
 
 fn world(n: u32) -> World {
@@ -546,22 +580,7 @@ fn a_message_already_here_keeps_matching_order() {
 fn a_blocking_receive_polls_its_source_before_posting() {
     // The BTL sees a peer's fragments land by polling `progress_from`; the
     // message is "in flight" for the first 3 reads.
-    let late = Rc::new(Cell::new(0));
-    let l = late.clone();
-    let mut w = world_over(
-        vec![SimNet::new(SimConfig::default())],
-        2,
-        sim_pml(),
-        move |_, inner| Masked {
-            inner,
-            keep: all_caps(),
-            extra: Caps::NONE,
-            fail: Caps::NONE,
-            hold: None,
-            forge_keys: false,
-            late_reads: Some(l.clone()),
-        },
-    );
+    let (mut w, late) = world_late_reads();
     let mut src = Mem::pattern(8, 9);
     let want = src.0.clone();
     let mut send_one = |w: &mut World, tag: i32| {
@@ -782,22 +801,7 @@ fn the_small_receive_looks_only_at_its_source_unexpected_messages() {
 /// reads up to its number of polls.
 #[test]
 fn the_small_receive_polls_only_where_arrivals_show_by_polling() {
-    let late = Rc::new(Cell::new(0));
-    let l = late.clone();
-    let mut w = world_over(
-        vec![SimNet::new(SimConfig::default())],
-        2,
-        sim_pml(),
-        move |_, inner| Masked {
-            inner,
-            keep: all_caps(),
-            extra: Caps::NONE,
-            fail: Caps::NONE,
-            hold: None,
-            forge_keys: false,
-            late_reads: Some(l.clone()),
-        },
-    );
+    let (mut w, late) = world_late_reads();
     let mut src = Mem::pattern(8, 5);
     w.ranks[0]
         .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
@@ -2139,15 +2143,7 @@ fn try_recv_small_runs_only_over_in_tree_btls() {
         for (r, m) in mods.into_iter().enumerate() {
             let r = r as u32;
             let net_btl: Box<dyn Btl> = if wrapped {
-                Box::new(Masked {
-                    inner: m,
-                    keep: all_caps(),
-                    extra: Caps::NONE,
-                    fail: Caps::NONE,
-                    hold: None,
-                    forge_keys: false,
-                    late_reads: None,
-                })
+                Box::new(Masked::plain(m))
             } else {
                 Box::new(m)
             };

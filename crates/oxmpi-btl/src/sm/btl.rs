@@ -920,6 +920,20 @@ impl SmBtl {
         Ok(self.peers[i].tx.as_mut().expect("bound"))
     }
 
+    /// The inbox ring the peer on `ep` writes, where it may be read alone
+    /// (`progress_from`, `recv_small`): `None` while records kept from
+    /// before the peer was added wait (`progress` delivers them first), or
+    /// for an endpoint that is not that ring's sender.
+    #[inline(always)]
+    fn rx_ring(&self, ep: Endpoint) -> Option<usize> {
+        if !self.orphans.is_empty() {
+            return None;
+        }
+        let p = self.peers.get(ep.0 as usize)?;
+        let ring = ring_index(p.card.local_index, self.local_index);
+        (self.sender_ep.get(ring) == Some(&ep.0)).then_some(ring)
+    }
+
     /// [`Btl::sendi_hdr`] outside its common case: through [`Btl::sendi`].
     #[inline(never)]
     fn sendi_hdr_other(&mut self, ep: Endpoint, tag: AmTag, hdr: &[u8], data: &[u8]) -> bool {
@@ -1846,18 +1860,9 @@ impl Btl for SmBtl {
     }
 
     fn progress_from(&mut self, ep: Endpoint, take: &mut dyn FnMut(AmTag, &[u8]) -> bool) -> usize {
-        // Records kept from before the peer was added go first (`progress`
-        // delivers them before polling again).
-        if !self.orphans.is_empty() {
-            return 0;
-        }
-        let Some(p) = self.peers.get(ep.0 as usize) else {
+        let Some(ring) = self.rx_ring(ep) else {
             return 0;
         };
-        let ring = ring_index(p.card.local_index, self.local_index);
-        if self.sender_ep.get(ring) != Some(&ep.0) {
-            return 0;
-        }
         let mut dirty = false;
         let polled = {
             let SmBtl {
@@ -1909,17 +1914,10 @@ impl Btl for SmBtl {
     /// not read at once is [`SmallRecv::Other`] and left to it.
     #[inline]
     fn recv_small(&mut self, ep: Endpoint, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
-        if !self.orphans.is_empty() {
-            return SmallRecv::Other;
+        match self.rx_ring(ep) {
+            Some(ring) => self.rx.take_small(ring, m, dst),
+            None => SmallRecv::Other,
         }
-        let Some(p) = self.peers.get(ep.0 as usize) else {
-            return SmallRecv::Other;
-        };
-        let ring = ring_index(p.card.local_index, self.local_index);
-        if self.sender_ep.get(ring) != Some(&ep.0) {
-            return SmallRecv::Other;
-        }
-        self.rx.take_small(ring, m, dst)
     }
 
     fn has_work(&self) -> bool {

@@ -661,6 +661,47 @@ impl RingConsumer {
     /// the ring is empty.
     #[inline]
     pub fn peek(&mut self) -> Result<Option<Record<'_>>, RingError> {
+        let Some((off, h)) = self.next_header()? else {
+            return Ok(None);
+        };
+        let flags = (h >> FLAGS_SHIFT) & 0xf;
+        let len = (h >> LEN_SHIFT) as usize;
+        if flags & !FLAG_CONTROL != FLAG_RECORD
+            || len > self.max_payload
+            || off + record_bytes(len) > self.capacity as usize
+        {
+            return Err(RingError::Corrupt {
+                header: h,
+                offset: off,
+            });
+        }
+        #[cfg(not(loom))]
+        self.mem
+            .prefetch(R_DATA + ((off + PREFETCH_AHEAD) & self.mask as usize));
+        #[cfg(loom)]
+        let copy = {
+            let mut v = vec![0; len];
+            self.mem.load_bytes(R_DATA + off + HEADER_BYTES, &mut v);
+            v
+        };
+        Ok(Some(Record {
+            consumer: self,
+            off,
+            len,
+            tag: (h >> TAG_SHIFT) as u8,
+            control: flags & FLAG_CONTROL != 0,
+            release: true,
+            #[cfg(loom)]
+            copy,
+        }))
+    }
+
+    /// The next record's offset and header word, past a SKIP at the lap's
+    /// end; `Ok(None)` when the ring is empty (the head is published then,
+    /// so that a producer waiting for room sees it). A header of neither
+    /// this lap nor the last is corrupt.
+    #[inline(always)]
+    fn next_header(&mut self) -> Result<Option<(usize, u64)>, RingError> {
         loop {
             let off = (self.head & self.mask) as usize;
             let stamp = stamp_of(self.head, self.shift);
@@ -677,41 +718,11 @@ impl RingConsumer {
                 }
                 return Ok(None);
             }
-            let flags = (h >> FLAGS_SHIFT) & 0xf;
-            let len = (h >> LEN_SHIFT) as usize;
-            if flags & !FLAG_CONTROL == FLAG_RECORD
-                && len <= self.max_payload
-                && off + record_bytes(len) <= self.capacity as usize
-            {
-                let tag = (h >> TAG_SHIFT) as u8;
-                #[cfg(not(loom))]
-                self.mem
-                    .prefetch(R_DATA + ((off + PREFETCH_AHEAD) & self.mask as usize));
-                #[cfg(loom)]
-                let copy = {
-                    let mut v = vec![0; len];
-                    self.mem.load_bytes(R_DATA + off + HEADER_BYTES, &mut v);
-                    v
-                };
-                return Ok(Some(Record {
-                    consumer: self,
-                    off,
-                    len,
-                    tag,
-                    control: flags & FLAG_CONTROL != 0,
-                    release: true,
-                    #[cfg(loom)]
-                    copy,
-                }));
+            // A SKIP has no length: flags and length in one compare.
+            if h >> FLAGS_SHIFT != FLAG_SKIP {
+                return Ok(Some((off, h)));
             }
-            if flags == FLAG_SKIP && len == 0 {
-                self.skip(off);
-                continue;
-            }
-            return Err(RingError::Corrupt {
-                header: h,
-                offset: off,
-            });
+            self.skip(off);
         }
     }
 
@@ -727,33 +738,19 @@ impl RingConsumer {
     #[inline(always)]
     pub fn take_small(&mut self, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
         debug_assert!((9..=16).contains(&m.hdr_len));
-        let (off, len) = loop {
-            let off = (self.head & self.mask) as usize;
-            let stamp = stamp_of(self.head, self.shift);
-            let h = self.mem.word(R_DATA + off).load(Acquire);
-            if h as u32 != stamp || h == 0 {
-                if h != 0 && h as u32 != stamp.wrapping_sub(1) {
-                    return SmallRecv::Other;
-                }
-                if self.head != self.published {
-                    self.publish();
-                }
-                return SmallRecv::Empty;
-            }
-            let len = (h >> LEN_SHIFT) as usize;
-            if (h >> FLAGS_SHIFT) & 0xf == FLAG_RECORD
-                && (h >> TAG_SHIFT) as u8 == m.tag.0
-                && (m.hdr_len..=INLINE_PAYLOAD).contains(&len)
-                && off + record_bytes(len) <= self.capacity as usize
-            {
-                break (off, len);
-            }
-            if (h >> FLAGS_SHIFT) & 0xf != FLAG_SKIP || len != 0 {
-                return SmallRecv::Other;
-            }
-            // The lap's end: the record is at the start of the next.
-            self.skip(off);
+        let (off, h) = match self.next_header() {
+            Ok(Some(next)) => next,
+            Ok(None) => return SmallRecv::Empty,
+            Err(_) => return SmallRecv::Other,
         };
+        let len = (h >> LEN_SHIFT) as usize;
+        if (h >> FLAGS_SHIFT) & 0xf != FLAG_RECORD
+            || (h >> TAG_SHIFT) as u8 != m.tag.0
+            || !(m.hdr_len..=INLINE_PAYLOAD).contains(&len)
+            || off + record_bytes(len) > self.capacity as usize
+        {
+            return SmallRecv::Other;
+        }
         // The first 16 payload bytes lie in the record's first slot (24
         // payload bytes), past `len` too: read whole, compared under the
         // mask.
@@ -775,7 +772,7 @@ impl RingConsumer {
         let w = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
         let (w0, w1) = (w(0), w(8));
         let n = len - m.hdr_len;
-        if (w0 ^ m.want[0]) & m.mask[0] != 0 || (w1 ^ m.want[1]) & m.mask[1] != 0 || n > dst.len() {
+        if !m.matches(w0, w1) || n > dst.len() {
             return SmallRecv::Other;
         }
         crate::mem::copy_small(&mut dst[..n], &p[m.hdr_len..len]);
