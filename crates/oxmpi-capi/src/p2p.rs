@@ -816,6 +816,14 @@ unsafe fn recv_small(
         // caller's contract).
         unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }
     };
+    if source == ANY_SOURCE {
+        let p = c.comm.any_process();
+        return if blocking {
+            p.try_receive_inline_spinning(dst, tag_of(tag))
+        } else {
+            p.try_receive_inline(dst, tag_of(tag))
+        };
+    }
     let p = c.comm.process_at_rank(source);
     if blocking {
         p.try_receive_inline_spinning(dst, tag_of(tag))
@@ -852,7 +860,8 @@ unsafe fn recv_inline(
 /// [`recv_small`] for `MPI_Irecv`: whether the message was received (then
 /// `*req` is a received handle carrying its status). Only a tag and source
 /// that such a handle holds come here (no table entry, which could fail
-/// after the message was taken).
+/// after the message was taken); for `MPI_ANY_SOURCE`, every rank of the
+/// communicator.
 ///
 /// # Safety
 /// As for [`PMPI_Irecv`].
@@ -866,7 +875,16 @@ unsafe fn irecv_inline(
     comm: usize,
     req: *mut usize,
 ) -> bool {
-    if req.is_null() || crate::state::received_handle(source, tag, 0).is_none() {
+    // The highest source the handle may have to hold.
+    let top = if source == ANY_SOURCE {
+        match predefined_comm_live(comm) {
+            Some(c) => c.comm.size() - 1,
+            None => return false,
+        }
+    } else {
+        source
+    };
+    if req.is_null() || crate::state::received_handle(top, tag, 0).is_none() {
         return false;
     }
     // SAFETY: forwarded from the caller.

@@ -915,6 +915,46 @@ impl<R: Copy, M> Engine<R, M> {
         (peer.parked.head == NIL && peer.unexp.head == NIL).then_some(&mut peer.expected_seq)
     }
 
+    /// [`Engine::fresh_seq`] for a receive from any source (`ANY_SOURCE`)
+    /// about to be posted: the sequence number with which the next message
+    /// from `source` on `context` goes straight into it, whatever that
+    /// message's tag (0 or more), when nothing could take it first and
+    /// nothing is there for the receive to take instead: no receive posted
+    /// on any context, nothing unexpected on `context` from any sender with
+    /// a tag of 0 or more (what such a receive would take first), and
+    /// nothing of `source` parked. Queueing such a message as unexpected and
+    /// then posting the receive would match the two (it would be the only
+    /// message the receive could take); MPI-4.1 §3.5 orders messages per
+    /// sender only, so taking it before another sender's later message is
+    /// one of the outcomes the standard allows. Returned in place, used as
+    /// for `fresh_seq`. `None` in every other case, or for an unknown
+    /// context or source.
+    #[inline]
+    pub fn fresh_seq_any_source(&mut self, context: u32, source: u32) -> Option<&mut u16> {
+        if self.store.posted.len() > 0 {
+            return None;
+        }
+        let ctx = self.contexts.get_mut(&context)?;
+        if ctx.unexp_all.head != NIL {
+            return None;
+        }
+        let peer = ctx.peers.get_mut(source as usize)?;
+        (peer.parked.head == NIL).then_some(&mut peer.expected_seq)
+    }
+
+    /// Whether [`Engine::fresh_seq_any_source`] can name a number for some
+    /// sender of `context`: no receive posted on any context and nothing
+    /// unexpected on `context` with a tag of 0 or more (false for an
+    /// unknown context).
+    #[inline]
+    pub fn nothing_for_any_source(&self, context: u32) -> bool {
+        self.store.posted.len() == 0
+            && self
+                .contexts
+                .get(&context)
+                .is_some_and(|c| c.unexp_all.head == NIL)
+    }
+
     /// [`Engine::match_arrival`] for a message that arrives while a receive
     /// `(fresh_source, fresh_tag)` on context `fresh_context` is about to be
     /// posted (the PML reads the fragments already arrived from a receive's

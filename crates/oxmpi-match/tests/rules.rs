@@ -596,3 +596,53 @@ fn fresh_seq_only_while_nothing_else_could_take_the_message() {
     );
     assert_eq!(next(&mut e, 1), None);
 }
+
+/// `fresh_seq_any_source` (the small receive's shortcut from any source)
+/// names a sender's next number only while a receive from any source would
+/// find nothing to take before that message: no receive posted anywhere,
+/// nothing unexpected on the context from any sender with a user tag,
+/// nothing of that sender parked. Another sender's parked message or an
+/// internal unexpected one does not matter.
+#[test]
+fn fresh_seq_any_source_only_while_nothing_else_could_be_taken() {
+    let mut e = engine(3);
+    let next = |e: &mut E, src| e.fresh_seq_any_source(C, src).map(|s| *s);
+    assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
+    assert_eq!(next(&mut e, 9), None);
+    assert_eq!(e.fresh_seq_any_source(C + 1, 1), None);
+    // A posted receive, from any sender: none.
+    let h = posted(e.post_recv(C, Source::Rank(2), Tag::Value(9), 1).unwrap());
+    assert_eq!(next(&mut e, 1), None);
+    assert!(e.cancel(h).is_some());
+    assert!(next(&mut e, 1).is_some());
+    // Sender 2's unexpected message stops every sender's shortcut (a
+    // receive from any source would take it), until received.
+    assert!(matches!(
+        arrive(&mut e, 2, 4, 8, "two"),
+        MatchEvent::Queued { .. }
+    ));
+    assert_eq!(next(&mut e, 1), None);
+    assert_eq!(next(&mut e, 2), None);
+    assert!(matches!(
+        e.post_recv(C, Source::Any, Tag::Any, 2).unwrap(),
+        PostOutcome::Matched(_)
+    ));
+    assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
+    // An internal (negative-tag) unexpected message: no user receive takes
+    // it, so the shortcut stands.
+    assert!(matches!(
+        arrive(&mut e, 2, -4, 8, "internal"),
+        MatchEvent::Queued { .. }
+    ));
+    assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
+    // Sender 1 out of order: parked, so none for sender 1; sender 2's
+    // shortcut stands.
+    let seq = e.expected_seq(C, 1).unwrap();
+    assert_eq!(
+        e.handle_arrival(C, 1, 4, seq.wrapping_add(1), 8, "early")
+            .unwrap(),
+        Arrival::Parked
+    );
+    assert_eq!(next(&mut e, 1), None);
+    assert_eq!(next(&mut e, 2), e.expected_seq(C, 2).ok());
+}

@@ -223,7 +223,7 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
     pub(crate) fn try_recv_small(
         &self,
         dst: &mut [u8],
-        src: u32,
+        src: oxmpi_match::Source,
         tag: oxmpi_match::Tag,
         ctx: u16,
         polls: u32,

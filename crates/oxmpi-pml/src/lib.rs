@@ -100,16 +100,16 @@ impl<B: ?Sized + Btl> Pml<B> {
     }
 
     /// [`Ob1::recv_small`] on a [`Pml::confine`]d PML: the small-message
-    /// path of `MPI_Recv` and `MPI_Irecv`. `None` has taken nothing (and so
-    /// does a shared PML, or one with a BTL from outside `oxmpi-btl`, as
-    /// for [`Pml::try_sendi`]): receive as usual then. One read, or for a
-    /// `blocking` receive while spinning as many as [`Pml::recv`] makes
-    /// before it posts.
+    /// path of `MPI_Recv` and `MPI_Irecv`, from rank `src` or from any
+    /// rank. `None` has taken nothing (and so does a shared PML, or one
+    /// with a BTL from outside `oxmpi-btl`, as for [`Pml::try_sendi`]):
+    /// receive as usual then. One read, or for a `blocking` receive while
+    /// spinning as many as [`Pml::recv`] makes before it posts.
     #[inline(always)]
     pub fn try_recv_small(
         &self,
         dst: &mut [u8],
-        src: u32,
+        src: Source,
         tag: Tag,
         ctx: u16,
         blocking: bool,

@@ -675,9 +675,32 @@ pub(crate) struct State {
     n_dead: usize,
     counters: Counters,
     tick: u32,
+    /// The rank a small receive from any source reads first (the one
+    /// after the rank the last one took from).
+    any_source_next: u32,
     bsend: Option<Bsend>,
     dereg: Vec<(usize, RegId)>,
     rcache: Rcache,
+}
+
+/// The pattern of a small receive's MATCH header from rank `src` of `ctx`
+/// with sequence number `seq`: its first word exactly, its second
+/// (`tag_word`, the tag) under a mask.
+#[inline(always)]
+fn small_match(ctx: u16, seq: u16, src: u32, tag_word: [u64; 2]) -> SmallMatch {
+    let want0 = MatchHdr {
+        ctx,
+        seq,
+        src,
+        tag: 0,
+    }
+    .first_word();
+    SmallMatch {
+        tag: HdrType::Match.am_tag(),
+        hdr_len: MATCH_LEN,
+        want: [want0, tag_word[0]],
+        mask: [u64::MAX, tag_word[1]],
+    }
 }
 
 /// Smallest RDMA transfer striped over several BTLs.
@@ -1015,6 +1038,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     ..Counters::default()
                 },
                 tick: 0,
+                any_source_next: 0,
                 bsend: None,
                 dereg: Vec::new(),
                 rcache,
@@ -1420,52 +1444,63 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 
     /// The small-message receive: takes the message from rank `src` of
-    /// `ctx` with `tag` into `dst` when it is next on `src`'s eager BTL,
-    /// fits `dst`, and nothing else could take it first
-    /// ([`Engine::fresh_seq`]: nothing posted, nothing of `src` unexpected
-    /// or out of order; a user tag). Reads that BTL's channel with
-    /// [`Btl::recv_small`] up to `polls` times (more than once only where
-    /// it [`Btl::polls_from_peer`]). The receive's status, complete, with
-    /// no request and no buffer object: what [`Ob1::irecv_polling`] would
-    /// have answered, by the same rules ([`Engine::arrival_before_post`]),
-    /// and counted as it counts (`recv_arrived`). `None` has taken nothing:
+    /// `ctx` (or from any rank, [`Source::Any`]) with `tag` into `dst` when
+    /// it is next on the sender's eager BTL, fits `dst`, and nothing else
+    /// could take it first ([`Engine::fresh_seq`]: nothing posted, nothing
+    /// of `src` unexpected or out of order; a user tag; from any source
+    /// [`Engine::fresh_seq_any_source`]: nothing unexpected from anyone
+    /// either). Reads that BTL's channel with [`Btl::recv_small`] up to
+    /// `polls` times (more than once only where it
+    /// [`Btl::polls_from_peer`]); from any source, each rank's in turn,
+    /// starting after the rank the last such receive took from, about
+    /// `polls` reads in all. The receive's status, complete, with no
+    /// request and no buffer object: what [`Ob1::irecv_polling`] would have
+    /// answered, by the same rules ([`Engine::arrival_before_post`]), or
+    /// from any source what posting the receive would have matched, and
+    /// counted as it counts (`recv_arrived`). `None` has taken nothing:
     /// post the receive as usual, which also reports every error (a message
     /// that does not fit is truncation there).
     #[inline(always)]
     pub fn recv_small(
         &mut self,
         dst: &mut [u8],
-        src: u32,
+        src: Source,
         tag: Tag,
         ctx: u16,
         polls: u32,
     ) -> Option<Status> {
-        let Self { btls, st, .. } = self;
-        if !st.cfg.recv_arrived {
+        if !self.st.cfg.recv_arrived {
             return None;
         }
         let (want1, mask1) = match tag {
-            // `fresh_seq` answers for receives of user tags.
+            // The engine's shortcuts answer for receives of user tags.
             Tag::Value(t) if t < 0 => return None,
             Tag::Value(t) => (u64::from(t as u32), 0xffff_ffff),
             // Any tag that is not negative (internal tags are).
             Tag::Any => (0, 0x8000_0000),
         };
+        match src {
+            Source::Rank(s) => self.recv_small_from(dst, s, [want1, mask1], ctx, polls),
+            Source::Any => self.recv_small_any(dst, [want1, mask1], ctx, polls),
+            Source::ProcNull => None,
+        }
+    }
+
+    /// [`Ob1::recv_small`] from rank `src`, for the header's second word
+    /// `tag_word` (pattern and mask).
+    #[inline(always)]
+    fn recv_small_from(
+        &mut self,
+        dst: &mut [u8],
+        src: u32,
+        tag_word: [u64; 2],
+        ctx: u16,
+        polls: u32,
+    ) -> Option<Status> {
+        let Self { btls, st, .. } = self;
         let (peer, b, ep) = st.eager_route(src, ctx)?;
         let seq = st.engine.fresh_seq(u32::from(ctx), src)?;
-        let want0 = MatchHdr {
-            ctx,
-            seq: *seq,
-            src,
-            tag: 0,
-        }
-        .first_word();
-        let m = SmallMatch {
-            tag: HdrType::Match.am_tag(),
-            hdr_len: MATCH_LEN,
-            want: [want0, want1],
-            mask: [u64::MAX, mask1],
-        };
+        let m = small_match(ctx, *seq, src, tag_word);
         let btl = &mut btls[b];
         let mut left = polls.max(1);
         let (hdr1, len) = loop {
@@ -1476,6 +1511,66 @@ impl<B: ?Sized + Btl> Ob1<B> {
             }
         };
         *seq = seq.wrapping_add(1);
+        Some(self.took_small(peer, src, hdr1, len))
+    }
+
+    /// [`Ob1::recv_small`] from any rank of `ctx`: each rank's eager
+    /// channel in turn, from the one after the rank the last such receive
+    /// took from (so that no sender starves another), in rounds of one
+    /// read each while some rank's channel was empty and can be polled,
+    /// about `polls` reads in all. Out of line: a receive from one rank
+    /// never pays for it.
+    #[inline(never)]
+    fn recv_small_any(
+        &mut self,
+        dst: &mut [u8],
+        tag_word: [u64; 2],
+        ctx: u16,
+        polls: u32,
+    ) -> Option<Status> {
+        let n = self.st.comms.get(usize::from(ctx))?.as_ref()?.world.len() as u32;
+        if n == 0 || !self.st.engine.nothing_for_any_source(u32::from(ctx)) {
+            return None;
+        }
+        let mut rounds = (polls / n).max(1);
+        let mut src = self.st.any_source_next % n;
+        loop {
+            let mut pollable = false;
+            for _ in 0..n {
+                let Self { btls, st, .. } = self;
+                let here = src;
+                src = if src + 1 == n { 0 } else { src + 1 };
+                let Some((peer, b, ep)) = st.eager_route(here, ctx) else {
+                    continue;
+                };
+                let Some(seq) = st.engine.fresh_seq_any_source(u32::from(ctx), here) else {
+                    continue;
+                };
+                let m = small_match(ctx, *seq, here, tag_word);
+                let btl = &mut btls[b];
+                match btl.recv_small(ep, &m, dst) {
+                    SmallRecv::Taken { hdr1, len } => {
+                        *seq = seq.wrapping_add(1);
+                        st.any_source_next = src;
+                        return Some(self.took_small(peer, here, hdr1, len));
+                    }
+                    SmallRecv::Empty => pollable |= btl.polls_from_peer(),
+                    SmallRecv::Other => {}
+                }
+            }
+            rounds -= 1;
+            if rounds == 0 || !pollable {
+                return None;
+            }
+        }
+    }
+
+    /// The bookkeeping of a small message taken from rank `src` (world
+    /// rank `peer`), as `on_match_fresh` does it: credit, counters, queued
+    /// actions; its status.
+    #[inline(always)]
+    fn took_small(&mut self, peer: u32, src: u32, hdr1: u64, len: usize) -> Status {
+        let st = &mut self.st;
         st.return_credit(peer, len + MATCH_LEN);
         st.counters.bytes_received[peer as usize] += len as u64;
         st.counters.recv_arrived += 1;
@@ -1484,12 +1579,12 @@ impl<B: ?Sized + Btl> Ob1<B> {
         if st.has_queued() {
             self.run_actions();
         }
-        Some(Status {
+        Status {
             source: src as i32,
             tag: hdr1 as u32 as i32,
             bytes: len,
             ..Status::default()
-        })
+        }
     }
 
     /// The receive's handle when its message is found among what arrives

@@ -647,13 +647,13 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
     let mut dst = [0u8; 8];
     // Nothing here.
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 4)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(5), CTX, 4)
         .is_none());
     // Next, its tag: taken, with its status, counted as an arrival.
     send(&mut w, 5);
     let before = w.ranks[1].counters();
     let st = w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 1)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(5), CTX, 1)
         .expect("taken");
     assert_eq!((st.source, st.tag, st.bytes, st.error), (0, 5, 8, None));
     assert_eq!(dst[..], want[..]);
@@ -663,21 +663,21 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
     // Any tag takes the next one.
     send(&mut w, 6);
     let st = w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Any, CTX, 1)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Any, CTX, 1)
         .expect("taken");
     assert_eq!((st.tag, st.bytes), (6, 8));
     // Another tag is next: nothing taken; the ordinary receive of that tag
     // gets it, and a later message of the first tag is taken after it.
     send(&mut w, 7);
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(8), CTX, 1)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(8), CTX, 1)
         .is_none());
     let mut m7 = Mem::zeros(8);
     assert_eq!(w.recv(1, m7.buf(), Source::Rank(0), Tag::Value(7)).tag, 7);
     send(&mut w, 8);
     assert_eq!(
         w.ranks[1]
-            .recv_small(&mut dst, 0, Tag::Value(8), CTX, 1)
+            .recv_small(&mut dst, Source::Rank(0), Tag::Value(8), CTX, 1)
             .map(|s| s.tag),
         Some(8)
     );
@@ -686,7 +686,7 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
     send(&mut w, 9);
     let mut short = [0u8; 4];
     assert!(w.ranks[1]
-        .recv_small(&mut short, 0, Tag::Value(9), CTX, 1)
+        .recv_small(&mut short, Source::Rank(0), Tag::Value(9), CTX, 1)
         .is_none());
     let mut m = Mem::zeros(4);
     let st = w.recv(1, m.buf(), Source::Rank(0), Tag::Value(9));
@@ -698,7 +698,7 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
         .unwrap();
     send(&mut w, 10);
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(10), CTX, 1)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(10), CTX, 1)
         .is_none());
     assert_eq!(w.wait(1, early).tag, 10);
     // Something unexpected: the receive must look at it first.
@@ -708,7 +708,7 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
     assert_eq!(w.ranks[1].counters().unexpected, before + 1);
     send(&mut w, 12);
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(12), CTX, 1)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(12), CTX, 1)
         .is_none());
     let mut m11 = Mem::zeros(8);
     assert_eq!(w.recv(1, m11.buf(), Source::Any, Tag::Value(11)).tag, 11);
@@ -719,7 +719,7 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
     // An internal (negative) tag: nothing.
     send(&mut w, 13);
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(-13), CTX, 1)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(-13), CTX, 1)
         .is_none());
     assert_eq!(
         w.recv(1, m11.buf(), Source::Rank(0), Tag::Value(13)).tag,
@@ -727,10 +727,10 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
     );
     // A rank outside the communicator, an unknown communicator: nothing.
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 7, Tag::Any, CTX, 1)
+        .recv_small(&mut dst, Source::Rank(7), Tag::Any, CTX, 1)
         .is_none());
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Any, CTX + 9, 1)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Any, CTX + 9, 1)
         .is_none());
     // Turned off with the arrivals' reading.
     let pml = PmlConfig {
@@ -740,7 +740,7 @@ fn the_small_receive_takes_only_what_the_receive_would_take_at_once() {
     let mut w = world_with(2, SimConfig::default(), all_caps(), pml);
     send(&mut w, 5);
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 1)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(5), CTX, 1)
         .is_none());
 }
 
@@ -767,7 +767,7 @@ fn the_small_receive_looks_only_at_its_source_unexpected_messages() {
             .unwrap();
         deliver_all(&mut w);
         let st = w.ranks[1]
-            .recv_small(&mut dst, 0, tag, CTX, 1)
+            .recv_small(&mut dst, Source::Rank(0), tag, CTX, 1)
             .expect("taken");
         assert_eq!((st.source, st.tag), (0, 4));
         assert_eq!(dst[..], b.0[..]);
@@ -778,7 +778,7 @@ fn the_small_receive_looks_only_at_its_source_unexpected_messages() {
         .unwrap();
     deliver_all(&mut w);
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 2, Tag::Any, CTX, 1)
+        .recv_small(&mut dst, Source::Rank(2), Tag::Any, CTX, 1)
         .is_none());
     let mut m = Mem::zeros(8);
     w.recv(1, m.buf(), Source::Rank(2), Tag::Any);
@@ -791,10 +791,199 @@ fn the_small_receive_looks_only_at_its_source_unexpected_messages() {
         .unwrap();
     deliver_all(&mut w);
     let st = w.ranks[1]
-        .recv_small(&mut dst, 2, Tag::Any, CTX, 1)
+        .recv_small(&mut dst, Source::Rank(2), Tag::Any, CTX, 1)
         .expect("taken");
     assert_eq!((st.source, st.tag), (2, 6));
     assert_eq!(dst[..], a.0[..]);
+}
+
+/// From any source the small receive takes the next small message of
+/// whichever rank has one, each rank in turn from the one after the rank it
+/// last took from, each sender's messages in their order. A rank whose next
+/// fragment is something else (another tag, a message too long for the
+/// buffer) is passed over; anything unexpected on the communicator, or a
+/// posted receive, stops it, since a receive from any source would take
+/// that first.
+#[test]
+fn the_small_receive_from_any_source_takes_each_rank_in_turn() {
+    let mut w = world(3);
+    let mut dst = [0u8; 8];
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 4)
+        .is_none());
+    // Two messages from each of ranks 0 and 2, tags 0..4.
+    let mut m: Vec<Mem> = (0..4).map(|i| Mem::pattern(8, 10 + i as u8)).collect();
+    for (i, b) in m.iter_mut().enumerate() {
+        let from = if i % 2 == 0 { 0 } else { 2 };
+        w.ranks[from]
+            .isend(b.buf(), 1, i as i32, CTX, SendMode::Standard)
+            .unwrap();
+    }
+    deliver_all(&mut w);
+    let before = w.ranks[1].counters();
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        let st = w.ranks[1]
+            .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
+            .expect("taken");
+        assert_eq!(dst[..], m[st.tag as usize].0[..]);
+        assert_eq!((st.bytes, st.error), (8, None));
+        got.push((st.source, st.tag));
+    }
+    assert_eq!(got, [(0, 0), (2, 1), (0, 2), (2, 3)]);
+    let after = w.ranks[1].counters();
+    assert_eq!(after.recv_arrived, before.recv_arrived + 4);
+    assert_eq!(after.bytes_received[0], before.bytes_received[0] + 16);
+    assert_eq!(after.bytes_received[2], before.bytes_received[2] + 16);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
+        .is_none());
+    // Rank 0's next is another tag, rank 2's fits: rank 2's is taken, and
+    // rank 0's after it by its own tag.
+    let mut a = Mem::pattern(8, 1);
+    let mut b = Mem::pattern(8, 2);
+    w.ranks[0]
+        .isend(a.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    w.ranks[2]
+        .isend(b.buf(), 1, 6, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    let st = w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Value(6), CTX, 1)
+        .expect("taken");
+    assert_eq!((st.source, st.tag, &dst[..]), (2, 6, &b.0[..]));
+    let st = w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Value(5), CTX, 1)
+        .expect("taken");
+    assert_eq!((st.source, st.tag, &dst[..]), (0, 5, &a.0[..]));
+    // Rank 0's next is too long for the buffer: passed over; the ordinary
+    // receive gets it.
+    let mut long = Mem::pattern(64, 3);
+    w.ranks[0]
+        .isend(long.buf(), 1, 7, CTX, SendMode::Standard)
+        .unwrap();
+    w.ranks[2]
+        .isend(b.buf(), 1, 7, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    let st = w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Value(7), CTX, 1)
+        .expect("taken");
+    assert_eq!((st.source, &dst[..]), (2, &b.0[..]));
+    let mut m64 = Mem::zeros(64);
+    let st = w.recv(1, m64.buf(), Source::Any, Tag::Value(7));
+    assert_eq!((st.source, st.bytes), (0, 64));
+    assert_eq!(m64.0, long.0);
+    // Something unexpected on the communicator (rank 0's): nothing from
+    // any source, though rank 2's own receive still takes rank 2's.
+    w.ranks[0]
+        .isend(a.buf(), 1, 8, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    w.ranks[1].progress();
+    assert_eq!(w.ranks[1].counters().unexpected, before.unexpected + 1);
+    w.ranks[2]
+        .isend(b.buf(), 1, 8, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
+        .is_none());
+    let st = w.ranks[1]
+        .recv_small(&mut dst, Source::Rank(2), Tag::Any, CTX, 1)
+        .expect("taken");
+    assert_eq!(st.source, 2);
+    let mut m8 = Mem::zeros(8);
+    let st = w.recv(1, m8.buf(), Source::Any, Tag::Any);
+    assert_eq!((st.source, st.tag, &m8.0[..]), (0, 8, &a.0[..]));
+    // A posted receive (from rank 0) claims what comes: nothing from any
+    // source, even of rank 2.
+    let mut posted = Mem::zeros(8);
+    let early = w.ranks[1]
+        .irecv(posted.buf(), Source::Rank(0), Tag::Any, CTX)
+        .unwrap();
+    w.ranks[2]
+        .isend(b.buf(), 1, 9, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
+        .is_none());
+    w.ranks[0]
+        .isend(a.buf(), 1, 9, CTX, SendMode::Standard)
+        .unwrap();
+    assert_eq!(w.wait(1, early).source, 0);
+    let st = w.recv(1, m8.buf(), Source::Any, Tag::Value(9));
+    assert_eq!(st.source, 2);
+    // Unknown communicator, internal tag, PROC_NULL: nothing.
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX + 9, 1)
+        .is_none());
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Value(-2), CTX, 1)
+        .is_none());
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::ProcNull, Tag::Any, CTX, 1)
+        .is_none());
+}
+
+/// Over a network that reorders, the small receive from any source takes
+/// only messages next in their sender's sequence: with two senders, and
+/// the ordinary receive from any source taking turns with it, each
+/// sender's messages arrive in the order sent.
+#[test]
+fn the_small_receive_from_any_source_keeps_each_senders_order() {
+    let sim = SimConfig {
+        seed: 11,
+        jitter_ns: 5000,
+        ordered: false,
+        no_resource_ppm: 100_000,
+        max_in_flight: 8,
+        ..SimConfig::default()
+    };
+    let mut w = world_with(3, sim, all_caps(), sim_pml());
+    let n = 120usize;
+    let mut bufs = Vec::new();
+    let mut sends = Vec::new();
+    for i in 0..n {
+        for from in [0usize, 2] {
+            // Payload: the sender and its message number.
+            let mut m = Mem(vec![from as u8, i as u8, (i >> 8) as u8, 0, 0, 0, 0, 0]);
+            sends.push((
+                from,
+                w.ranks[from]
+                    .isend(m.buf(), 1, (i % 3) as i32, CTX, SendMode::Standard)
+                    .unwrap(),
+            ));
+            bufs.push(m);
+        }
+    }
+    let (mut fast, mut next) = (0, [0usize; 3]);
+    for k in 0..2 * n {
+        w.advance();
+        let mut dst = Mem::zeros(8);
+        let st = match (k % 3 != 2)
+            .then(|| w.ranks[1].recv_small(&mut dst.0, Source::Any, Tag::Any, CTX, 1))
+            .flatten()
+        {
+            Some(st) => {
+                fast += 1;
+                st
+            }
+            None => w.recv(1, dst.buf(), Source::Any, Tag::Any),
+        };
+        let from = st.source as usize;
+        let i = usize::from(dst.0[1]) | usize::from(dst.0[2]) << 8;
+        assert_eq!((dst.0[0] as usize, i), (from, next[from]), "receive {k}");
+        assert_eq!(st.tag, (i % 3) as i32);
+        next[from] += 1;
+    }
+    assert_eq!(next, [n, 0, n]);
+    for (from, id) in sends {
+        w.wait(from, id);
+    }
+    assert!(fast > 0, "no message was taken by the small receive");
 }
 
 /// While the module sees fragments land by polling, the small receive
@@ -810,12 +999,12 @@ fn the_small_receive_polls_only_where_arrivals_show_by_polling() {
     let mut dst = [0u8; 8];
     late.set(3);
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 3)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(5), CTX, 3)
         .is_none());
     assert_eq!(late.get(), 0, "three reads");
     late.set(3);
     assert!(w.ranks[1]
-        .recv_small(&mut dst, 0, Tag::Value(5), CTX, 4)
+        .recv_small(&mut dst, Source::Rank(0), Tag::Value(5), CTX, 4)
         .is_some());
 }
 
@@ -854,7 +1043,7 @@ fn the_small_receive_keeps_mpi_order_over_a_reordering_network() {
         } else {
             Tag::Value((i % 5) as i32)
         };
-        let st = match w.ranks[1].recv_small(&mut dst.0, 0, tag, CTX, 1) {
+        let st = match w.ranks[1].recv_small(&mut dst.0, Source::Rank(0), tag, CTX, 1) {
             Some(st) => {
                 fast += 1;
                 st
@@ -2160,7 +2349,7 @@ fn try_recv_small_runs_only_over_in_tree_btls() {
         let pml = oxmpi_pml::Pml::new(ranks.remove(1), 0, false);
         assert!(pml.confine());
         let mut dst = [0u8; 8];
-        let got = pml.try_recv_small(&mut dst, 0, Tag::Value(5), CTX, false);
+        let got = pml.try_recv_small(&mut dst, Source::Rank(0), Tag::Value(5), CTX, false);
         assert_eq!(got.is_none(), wrapped, "wrapped: {wrapped}");
         if wrapped {
             assert_eq!(pml.with(|o| o.counters().recv_arrived), 0);

@@ -594,6 +594,98 @@ fn receive_inline(u: &oxmpi::Universe, w: &Comm) {
     w.barrier().unwrap();
 }
 
+/// `AnyProcess::try_receive_inline` (and its spinning form): from any
+/// source, a small message already here is taken inside the call (over
+/// shared memory: every one), intact, with a status naming its sender; a
+/// buffer too short or another tag takes nothing. In pairs as
+/// [`receive_inline`]: only the partner sends to rank 2k meanwhile.
+fn receive_inline_any(w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    let peer = me ^ 1;
+    if peer >= n {
+        w.barrier().unwrap();
+        return;
+    }
+    let other = w.process_at_rank(peer);
+    let lens = [0usize, 8, 24, 44];
+    if me % 2 == 1 {
+        other.receive_vec_with_tag::<u8>(31).unwrap();
+        for &len in &lens {
+            other
+                .send_with_tag(&pattern(len, me as usize + len)[..], 40 + len as i32)
+                .unwrap();
+        }
+        w.barrier().unwrap();
+        return;
+    }
+    let any = w.any_process();
+    let mut buf = [0u8; 64];
+    check!(
+        any.try_receive_inline(&mut buf, Some(-3)).is_none()
+            && any.try_receive_inline_spinning(&mut buf, None).is_none(),
+        "took a message nobody sent"
+    );
+    let sm = w
+        .universe()
+        .peer_btls(peer as u32)
+        .is_some_and(|(send, _)| send.first() == Some(&"sm"));
+    other.send_with_tag(&[][..] as &[u8], 31).unwrap();
+    let mut taken = 0;
+    for (i, &len) in lens.iter().enumerate() {
+        let tag = 40 + len as i32;
+        let want = pattern(len, peer as usize + len);
+        if len > 0 {
+            check!(
+                any.try_receive_inline(&mut buf[..len - 1], Some(tag))
+                    .is_none(),
+                "took {len} bytes into {}",
+                len - 1
+            );
+        }
+        check!(
+            any.try_receive_inline(&mut buf, Some(tag + 1)).is_none(),
+            "took tag {tag} for tag {}",
+            tag + 1
+        );
+        buf.fill(0xee);
+        let sel = if i % 2 == 0 { None } else { Some(tag) };
+        let start = std::time::Instant::now();
+        let got = loop {
+            let st = if i < 2 {
+                any.try_receive_inline(&mut buf, sel)
+            } else {
+                any.try_receive_inline_spinning(&mut buf, sel)
+            };
+            if let Some(st) = st {
+                taken += 1;
+                break Some(st);
+            }
+            if !sm || start.elapsed() > std::time::Duration::from_secs(10) {
+                break None;
+            }
+        };
+        let st = match got {
+            Some(st) => st,
+            None => any.receive_into_with_tag(&mut buf[..], tag).unwrap(),
+        };
+        check!(
+            buf[..len] == want[..]
+                && buf[len..].iter().all(|&b| b == 0xee)
+                && (st.source_rank(), st.tag(), st.bytes()) == (peer, tag, len),
+            "message {i} ({len} bytes) from any source: status {} {} {}",
+            st.source_rank(),
+            st.tag(),
+            st.bytes()
+        );
+    }
+    check!(
+        !sm || taken == lens.len(),
+        "over sm {taken} of {} small messages from any source were taken in place",
+        lens.len()
+    );
+    w.barrier().unwrap();
+}
+
 fn main() {
     let universe = oxmpi::initialize().unwrap_or_else(|e| fail(format!("init: {e}")));
     let world = universe.world();
@@ -620,6 +712,7 @@ fn main() {
     if run("inline") {
         send_inline(&universe, &world);
         receive_inline(&universe, &world);
+        receive_inline_any(&world);
     }
     if run("comms") {
         comms(&world);

@@ -785,6 +785,29 @@ impl<'u, L: Level> Communicator<'u, L> {
 /// ```
 pub const PROC_NULL: i32 = -3;
 
+/// The small-message receive of [`Process::try_receive_inline`] and
+/// [`AnyProcess::try_receive_inline`] (and their spinning forms) from `src`
+/// on `comm`: `None` for a negative tag, which only the ordinary receive
+/// reports.
+#[inline(always)]
+fn receive_inline<L: Level>(
+    comm: &Communicator<'_, L>,
+    src: MSource,
+    buf: &mut [u8],
+    tag: Option<i32>,
+    blocking: bool,
+) -> Option<Status> {
+    let tag = match tag {
+        Some(t) if t >= 0 => MTag::Value(t),
+        Some(_) => return None,
+        None => MTag::Any,
+    };
+    comm.rt()
+        .pml
+        .try_recv_small(buf, src, tag, comm.ctx, blocking)
+        .map(Status::from_pml)
+}
+
 #[inline(always)]
 pub(crate) fn source_of(rank: i32, size: i32) -> Result<MSource> {
     if rank == PROC_NULL {
@@ -854,6 +877,52 @@ pub struct AnyProcess<'c, 'u, L: Level = Threading::Single> {
 impl<L: Level> std::fmt::Debug for AnyProcess<'_, '_, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AnyProcess").finish()
+    }
+}
+
+impl<L: Level> AnyProcess<'_, '_, L> {
+    /// [`Process::try_receive_inline`] from any process: receives a small
+    /// message (of a tag of 0 or more, or `tag`) into `buf` at once when one
+    /// is next from some process and nothing else could take it first (no
+    /// receive posted, nothing unexpected on this communicator), with no
+    /// request: its status, whose source says who sent it. Each process's
+    /// channel is read in turn, starting after the one the last such
+    /// receive took from. `None` has received nothing: receive as usual
+    /// then, which also reports any error. Always `None` where the library
+    /// is shared between threads. The small-message path of the C ABI's
+    /// `MPI_Irecv` from `MPI_ANY_SOURCE`.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// if world.rank() == 0 {
+    ///     let any = world.any_process();
+    ///     for _ in 1..world.size() {
+    ///         let mut buf = [0u8; 4];
+    ///         let st = match any.try_receive_inline(&mut buf, Some(3)) {
+    ///             Some(st) => st,
+    ///             None => any.receive_into_with_tag(&mut buf[..], 3).unwrap(),
+    ///         };
+    ///         assert_eq!(buf, (st.source_rank() as u32).to_le_bytes());
+    ///     }
+    /// } else {
+    ///     let me = (world.rank() as u32).to_le_bytes();
+    ///     world.process_at_rank(0).send_with_tag(&me[..], 3).unwrap();
+    /// }
+    /// ```
+    #[inline(always)]
+    pub fn try_receive_inline(&self, buf: &mut [u8], tag: Option<i32>) -> Option<Status> {
+        receive_inline(self.comm, MSource::Any, buf, tag, false)
+    }
+
+    /// [`AnyProcess::try_receive_inline`] that, while the library spins
+    /// (not oversubscribed), also waits a little for such a message, as a
+    /// blocking receive does before it posts. The small-message path of the
+    /// C ABI's `MPI_Recv` from `MPI_ANY_SOURCE`.
+    #[inline(always)]
+    pub fn try_receive_inline_spinning(&self, buf: &mut [u8], tag: Option<i32>) -> Option<Status> {
+        receive_inline(self.comm, MSource::Any, buf, tag, true)
     }
 }
 
@@ -1694,19 +1763,16 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
 
     #[inline(always)]
     fn receive_inline(&self, buf: &mut [u8], tag: Option<i32>, blocking: bool) -> Option<Status> {
-        let tag = match tag {
-            Some(t) if t >= 0 => MTag::Value(t),
-            Some(_) => return None,
-            None => MTag::Any,
-        };
         if !(0..self.comm.size()).contains(&self.rank) {
             return None;
         }
-        self.comm
-            .rt()
-            .pml
-            .try_recv_small(buf, self.rank as u32, tag, self.comm.ctx, blocking)
-            .map(Status::from_pml)
+        receive_inline(
+            self.comm,
+            MSource::Rank(self.rank as u32),
+            buf,
+            tag,
+            blocking,
+        )
     }
 
     /// [`Process::start_send`] of a persistent send, or to `PROC_NULL` (a

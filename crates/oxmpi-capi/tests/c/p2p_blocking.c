@@ -23,9 +23,11 @@
  *    2k+1, every size from 0 to 60 bytes, received into a buffer with guard
  *    bytes past the message, first with the exact tag while messages of a
  *    second tag come interleaved (received after: they go unexpected), then
- *    again with MPI_ANY_TAG; data, guard, status source/tag/count, and
- *    MPI_ERROR left as it was (MPI_STATUS_IGNORE every third); then 2000
- *    rounds of an 8-byte ping-pong, each message numbered.
+ *    again with MPI_ANY_TAG, with MPI_ANY_SOURCE, and with both; data,
+ *    guard, status source/tag/count, and MPI_ERROR left as it was
+ *    (MPI_STATUS_IGNORE every third); then 2000 rounds of an 8-byte
+ *    ping-pong, each message numbered, every other receive from
+ *    MPI_ANY_SOURCE.
  *  - A zero-count receive (NULL buffer, MPI_BYTE) matches a zero-byte send;
  *    strict mode only (OXMPI_STRICT=1): also with MPI_DATATYPE_NULL as the
  *    receive datatype (MPICH accepts it, Open MPI 5 returns MPI_ERR_TYPE; the
@@ -224,8 +226,9 @@ int main(int argc, char **argv)
         int peer = rank ^ 1, n, k, it, pass;
         unsigned char msg[SMALL_MAX + SLACK], got[SMALL_MAX + SLACK];
         /* pass 0: exact tags, TAG_SMALL_LATE messages interleaved; pass 1:
-         * MPI_ANY_TAG (nothing else outstanding) */
-        for (pass = 0; pass < 2 && peer < size; pass++) {
+         * MPI_ANY_TAG (nothing else outstanding); pass 2: MPI_ANY_SOURCE;
+         * pass 3: both (only the partner sends meanwhile) */
+        for (pass = 0; pass < 4 && peer < size; pass++) {
             if (rank & 1) {
                 for (n = 0; n <= SMALL_MAX; n++) {
                     for (k = 0; k < n; k++)
@@ -242,8 +245,9 @@ int main(int argc, char **argv)
                 memset(got, 0xee, sizeof got);
                 st.MPI_SOURCE = st.MPI_TAG = -999;
                 st.MPI_ERROR = -12345;
-                MPI_CHECK(MPI_Recv(got, n + SLACK, MPI_BYTE, peer, pass ? MPI_ANY_TAG : TAG_SMALL,
-                                   MPI_COMM_WORLD, n % 3 ? &st : MPI_STATUS_IGNORE));
+                MPI_CHECK(MPI_Recv(got, n + SLACK, MPI_BYTE, pass >= 2 ? MPI_ANY_SOURCE : peer,
+                                   pass % 2 ? MPI_ANY_TAG : TAG_SMALL, MPI_COMM_WORLD,
+                                   n % 3 ? &st : MPI_STATUS_IGNORE));
                 for (k = 0; k < n; k++)
                     CHECK(got[k] == (unsigned char)(n * 7 + k + pass), "small %d/%d: byte %d",
                           pass, n, k);
@@ -275,15 +279,18 @@ int main(int argc, char **argv)
                 long long v[1] = {0}, w = (long long)it * 3 + rank;
                 MPI_Status st;
                 if (rank & 1) {
-                    MPI_CHECK(MPI_Recv(v, 1, MPI_LONG_LONG, peer, TAG_PING, MPI_COMM_WORLD, &st));
+                    MPI_CHECK(MPI_Recv(v, 1, MPI_LONG_LONG, it % 2 ? MPI_ANY_SOURCE : peer, TAG_PING,
+                                       MPI_COMM_WORLD, &st));
                     CHECK(v[0] == (long long)it * 3 + peer && st.MPI_SOURCE == peer,
                           "ping %d: got %lld from %d", it, v[0], st.MPI_SOURCE);
                     MPI_CHECK(MPI_Send(&w, 1, MPI_LONG_LONG, peer, TAG_PING, MPI_COMM_WORLD));
                 } else {
                     MPI_CHECK(MPI_Send(&w, 1, MPI_LONG_LONG, peer, TAG_PING, MPI_COMM_WORLD));
-                    MPI_CHECK(MPI_Recv(v, 1, MPI_LONG_LONG, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
-                    CHECK(v[0] == (long long)it * 3 + peer && st.MPI_TAG == TAG_PING,
-                          "pong %d: got %lld tag %d", it, v[0], st.MPI_TAG);
+                    MPI_CHECK(MPI_Recv(v, 1, MPI_LONG_LONG, it % 2 ? MPI_ANY_SOURCE : peer,
+                                       MPI_ANY_TAG, MPI_COMM_WORLD, &st));
+                    CHECK(v[0] == (long long)it * 3 + peer && st.MPI_TAG == TAG_PING &&
+                              st.MPI_SOURCE == peer,
+                          "pong %d: got %lld tag %d from %d", it, v[0], st.MPI_TAG, st.MPI_SOURCE);
                 }
             }
         }

@@ -34,6 +34,12 @@
  *    count and data, leave MPI_ERROR alone in single completions, and set
  *    the handles to MPI_REQUEST_NULL; MPI 5: one through
  *    Request_toint/Request_fromint still completes with its status.
+ *  - Small Irecvs from MPI_ANY_SOURCE between ranks 2k and 2k+1 (only the
+ *    partner sends meanwhile): 64 messages of 0 to 12 ints with their own
+ *    tags, sent in a burst, received in windows of 8 Irecvs completed by
+ *    Waitall (statuses: source, tag, count) and one at a time by Wait; an
+ *    implementation may complete those whose message is already there
+ *    inside the call. Data and the ints past each message are checked.
  *  - Ranks 0 and 1 only: 32 Isends of 10 MB each are all posted before rank
  *    1 posts any receive (rank 1 waits, with a 30 s limit, for a zero-byte
  *    "go" that rank 0 sends after its 32nd Isend: Isend must not block), then
@@ -700,6 +706,59 @@ static void received_already(void)
     }
 }
 
+#define TAG_AS 80
+#define AS_N 64
+/* Small Irecvs from MPI_ANY_SOURCE: rank 2k+1 sends AS_N messages in a
+ * burst, rank 2k receives them in windows of 8 (Waitall), then one at a
+ * time (Wait). */
+static void small_irecvs_any_source(void)
+{
+    int peer = rank ^ 1, k, j, w;
+    if (peer >= size)
+        return;
+    if (rank & 1) {
+        int msg[12];
+        for (k = 0; k < AS_N; k++) {
+            for (j = 0; j < 12; j++)
+                msg[j] = k * 100 + j;
+            MPI_CHECK(MPI_Send(msg, k % 13, MPI_INT, peer, TAG_AS + k, MPI_COMM_WORLD));
+        }
+        return;
+    }
+    for (w = 0; w < AS_N; w += 8) {
+        int got[8][14];
+        MPI_Request r[8];
+        MPI_Status st[8];
+        int n = w < AS_N / 2 ? 8 : 1, base;
+        for (base = w; base < w + 8; base += n) {
+            for (k = base; k < base + n; k++) {
+                for (j = 0; j < 14; j++)
+                    got[k - w][j] = -1;
+                MPI_CHECK(MPI_Irecv(got[k - w], 13, MPI_INT, MPI_ANY_SOURCE, TAG_AS + k,
+                                    MPI_COMM_WORLD, &r[k - w]));
+            }
+            if (n == 1)
+                MPI_CHECK(MPI_Wait(&r[base - w], &st[base - w]));
+            else
+                MPI_CHECK(MPI_Waitall(8, r, st));
+        }
+        for (k = w; k < w + 8; k++) {
+            int c = -1, len = k % 13;
+            MPI_CHECK(MPI_Get_count(&st[k - w], MPI_INT, &c));
+            CHECK(st[k - w].MPI_SOURCE == peer && st[k - w].MPI_TAG == TAG_AS + k && c == len,
+                  "any-source Irecv %d: source %d tag %d count %d", k, st[k - w].MPI_SOURCE,
+                  st[k - w].MPI_TAG, c);
+            CHECK(r[k - w] == MPI_REQUEST_NULL, "any-source Irecv %d left active", k);
+            for (j = 0; j < len; j++)
+                CHECK(got[k - w][j] == k * 100 + j, "any-source Irecv %d: int %d is %d", k, j,
+                      got[k - w][j]);
+            for (j = len; j < 14; j++)
+                CHECK(got[k - w][j] == -1, "any-source Irecv %d: int %d past the message written",
+                      k, j);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -721,6 +780,7 @@ int main(int argc, char **argv)
     small_sends_to_self();
     received_already();
     get_status();
+    small_irecvs_any_source();
     many_big();
 
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));

@@ -252,6 +252,17 @@ impl Model {
         s
     }
 
+    /// Payload ids of the unexpected messages with a user tag (0 or more)
+    /// on `ctx`, in arrival order: what a receive from any source could take.
+    pub fn user_unexpected(&self, ctx: u32) -> Vec<u64> {
+        let c = &self.contexts[&ctx];
+        c.unexpected
+            .iter()
+            .filter(|m| m.tag >= 0)
+            .map(|m| m.msg)
+            .collect()
+    }
+
     /// Posted tokens in posting order and unexpected payload ids in arrival order.
     pub fn leftovers(&self, ctx: u32) -> (Vec<u64>, Vec<u64>) {
         let c = &self.contexts[&ctx];
@@ -487,6 +498,12 @@ impl Harness {
                 let i = pick % q.len().min(self.window);
                 let (seq, tag, len, msg) = q.remove(i).unwrap();
                 let c = CONTEXTS[ctx];
+                // The small receive's shortcut from any source
+                // (`fresh_seq_any_source`): where it names this message's
+                // number, the message must end up the only one a receive
+                // from any source could take.
+                let any_source =
+                    tag >= 0 && self.engine.fresh_seq_any_source(c, peer).map(|s| *s) == Some(seq);
                 // Every other message tries the PML's fast path first, as
                 // the PML does for eager data.
                 let fast = if msg % 2 == 0 {
@@ -515,6 +532,13 @@ impl Harness {
                 let (want, want_events) = self.model.arrival(c, peer, tag, seq, len, msg);
                 assert_eq!(got, want, "{op:?}");
                 assert_eq!(events, want_events, "{op:?}");
+                if any_source {
+                    assert!(
+                        matches!(events[..], [MatchEvent::Queued { .. }]),
+                        "fresh_seq_any_source named seq {seq}, the arrival went {events:?}: {op:?}"
+                    );
+                    assert_eq!(self.model.user_unexpected(c), vec![msg], "{op:?}");
+                }
             }
             Op::Iprobe { ctx, src, tag } => {
                 let c = CONTEXTS[ctx];
