@@ -785,10 +785,11 @@ unsafe fn isend_inline(
 
 /// The small-message path of `MPI_Recv` and `MPI_Irecv` on
 /// `MPI_COMM_WORLD` or `MPI_COMM_SELF`: receives into `buf, n, dt`
-/// (contiguous bytes of a predefined type) from rank `source` at once when
-/// the message can be taken whole inside the call with no request
-/// ([`oxmpi::Process::try_receive_inline`], or its spinning form for a
-/// `blocking` receive): its status. `None` receives nothing and builds no
+/// (contiguous bytes of a predefined type) from rank `source` (or from any
+/// rank for `MPI_ANY_SOURCE`) at once when the message can be taken whole
+/// inside the call with no request ([`oxmpi::Process::try_receive_inline`]
+/// or [`oxmpi::AnyProcess::try_receive_inline`], or their spinning forms
+/// for a `blocking` receive): its status. `None` receives nothing and builds no
 /// error: the general path then receives, and reports every error (a null
 /// buffer, a bad count, rank or tag, a truncated message never complete
 /// here).
@@ -805,7 +806,7 @@ unsafe fn recv_small(
     comm: usize,
     blocking: bool,
 ) -> Option<oxmpi::Status> {
-    // A bad source or tag (`MPI_ANY_SOURCE` included) is refused below.
+    // A bad source or tag is refused below.
     let c = predefined_comm_live(comm)?;
     let len = contiguous_bytes(buf.is_null(), n.into(), dt)?;
     let dst: &mut [u8] = if len == 0 {

@@ -30,7 +30,9 @@ use oxmpi_match::{Source, Tag};
 pub use buffer::{Buffer, Layout};
 pub use config::PmlConfig;
 pub use error::{ErrClass, PmlError};
-pub use ob1::{Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status};
+pub use ob1::{
+    Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status, ANY_SOURCE_RUN, ANY_SOURCE_SWEEP,
+};
 pub use rcache::RcacheStats;
 
 /// Progress passes a spinning wait makes per lock acquisition.

@@ -675,9 +675,12 @@ pub(crate) struct State {
     n_dead: usize,
     counters: Counters,
     tick: u32,
-    /// The rank a small receive from any source reads first (the one
-    /// after the rank the last one took from).
+    /// The rank a small receive from any source reads first (where the
+    /// last one stopped: after the rank it took from).
     any_source_next: u32,
+    /// Small receives from any source taken in a row (see
+    /// [`ANY_SOURCE_RUN`]).
+    any_source_run: u32,
     bsend: Option<Bsend>,
     dereg: Vec<(usize, RegId)>,
     rcache: Rcache,
@@ -702,6 +705,13 @@ fn small_match(ctx: u16, seq: u16, src: u32, tag_word: [u64; 2]) -> SmallMatch {
         mask: [u64::MAX, tag_word[1]],
     }
 }
+
+/// Ranks a small receive from any source reads at least (one read each,
+/// when the communicator has that many), however few polls it is allowed.
+pub const ANY_SOURCE_SWEEP: u32 = 16;
+/// Small receives from any source taken in a row, after which one takes
+/// nothing and the ordinary receive runs (with its full progress).
+pub const ANY_SOURCE_RUN: u32 = 8;
 
 /// Smallest RDMA transfer striped over several BTLs.
 const STRIPE_MIN: usize = 4096;
@@ -1039,6 +1049,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 },
                 tick: 0,
                 any_source_next: 0,
+                any_source_run: 0,
                 bsend: None,
                 dereg: Vec::new(),
                 rcache,
@@ -1452,8 +1463,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// either). Reads that BTL's channel with [`Btl::recv_small`] up to
     /// `polls` times (more than once only where it
     /// [`Btl::polls_from_peer`]); from any source, each rank's in turn,
-    /// starting after the rank the last such receive took from, about
-    /// `polls` reads in all. The receive's status, complete, with no
+    /// from where the last such receive stopped, at most `polls` reads (or
+    /// one round of up to [`ANY_SOURCE_SWEEP`] ranks if that is more), and
+    /// nothing at all once [`ANY_SOURCE_RUN`] were taken in a row (so that
+    /// the ordinary receive's progress serves the senders passed over). The
+    /// receive's status, complete, with no
     /// request and no buffer object: what [`Ob1::irecv_polling`] would have
     /// answered, by the same rules ([`Engine::arrival_before_post`]), or
     /// from any source what posting the receive would have matched, and
@@ -1515,11 +1529,16 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 
     /// [`Ob1::recv_small`] from any rank of `ctx`: each rank's eager
-    /// channel in turn, from the one after the rank the last such receive
-    /// took from (so that no sender starves another), in rounds of one
-    /// read each while some rank's channel was empty and can be polled,
-    /// about `polls` reads in all. Out of line: a receive from one rank
-    /// never pays for it.
+    /// channel in turn, from where the last such receive stopped (after the
+    /// rank it took from), round after round while some rank's channel was
+    /// empty and can be polled; at most `polls` reads, or one round of up to
+    /// [`ANY_SOURCE_SWEEP`] ranks if that is more. After
+    /// [`ANY_SOURCE_RUN`] takes in a row it takes nothing once, so that the
+    /// ordinary receive's progress reads every component: the senders it
+    /// passes over (a rank whose next fragment is not a small message, one
+    /// over TCP or to itself) are not starved by ranks that always have a
+    /// small message ready. Out of line: a receive from one rank never pays
+    /// for it.
     #[inline(never)]
     fn recv_small_any(
         &mut self,
@@ -1529,40 +1548,44 @@ impl<B: ?Sized + Btl> Ob1<B> {
         polls: u32,
     ) -> Option<Status> {
         let n = self.st.comms.get(usize::from(ctx))?.as_ref()?.world.len() as u32;
-        if n == 0 || !self.st.engine.nothing_for_any_source(u32::from(ctx)) {
+        let run = std::mem::take(&mut self.st.any_source_run);
+        if n == 0 || run >= ANY_SOURCE_RUN || !self.st.engine.nothing_for_any_source(u32::from(ctx))
+        {
             return None;
         }
-        let mut rounds = (polls / n).max(1);
-        let mut src = self.st.any_source_next % n;
-        loop {
-            let mut pollable = false;
-            for _ in 0..n {
-                let Self { btls, st, .. } = self;
-                let here = src;
-                src = if src + 1 == n { 0 } else { src + 1 };
-                let Some((peer, b, ep)) = st.eager_route(here, ctx) else {
-                    continue;
-                };
-                let Some(seq) = st.engine.fresh_seq_any_source(u32::from(ctx), here) else {
-                    continue;
-                };
+        let mut left = polls.max(n.min(ANY_SOURCE_SWEEP));
+        let (mut src, mut in_round, mut pollable) = (self.st.any_source_next % n, 0, false);
+        while left > 0 {
+            let Self { btls, st, .. } = self;
+            let here = src;
+            src = if src + 1 == n { 0 } else { src + 1 };
+            (left, in_round) = (left - 1, in_round + 1);
+            if let (Some((peer, b, ep)), Some(seq)) = (
+                st.eager_route(here, ctx),
+                st.engine.fresh_seq_any_source(u32::from(ctx), here),
+            ) {
                 let m = small_match(ctx, *seq, here, tag_word);
                 let btl = &mut btls[b];
                 match btl.recv_small(ep, &m, dst) {
                     SmallRecv::Taken { hdr1, len } => {
                         *seq = seq.wrapping_add(1);
                         st.any_source_next = src;
+                        st.any_source_run = run + 1;
                         return Some(self.took_small(peer, here, hdr1, len));
                     }
                     SmallRecv::Empty => pollable |= btl.polls_from_peer(),
                     SmallRecv::Other => {}
                 }
             }
-            rounds -= 1;
-            if rounds == 0 || !pollable {
-                return None;
+            if in_round == n {
+                if !pollable {
+                    break;
+                }
+                (in_round, pollable) = (0, false);
             }
         }
+        self.st.any_source_next = src;
+        None
     }
 
     /// The bookkeeping of a small message taken from rank `src` (world

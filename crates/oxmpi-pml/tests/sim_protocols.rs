@@ -928,6 +928,78 @@ fn the_small_receive_from_any_source_takes_each_rank_in_turn() {
         .is_none());
 }
 
+/// From any source the small receive reads rank after rank, round after
+/// round while a channel that shows arrivals by polling was empty, up to its
+/// polls (or one round of up to `ANY_SOURCE_SWEEP` ranks); and after
+/// `ANY_SOURCE_RUN` takes in a row it takes nothing once, leaving the
+/// ordinary receive (whose progress reads every component) the next
+/// message, then takes again.
+#[test]
+fn the_small_receive_from_any_source_polls_in_rounds_and_yields_to_progress() {
+    let (mut w, late) = world_late_reads();
+    let mut src = Mem::pattern(8, 4);
+    w.ranks[0]
+        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    let mut dst = [0u8; 8];
+    // Two ranks (itself, over the self module, and rank 0): 8 polls are 8
+    // reads in 4 rounds, 4 of rank 0's channel.
+    late.set(9);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 8)
+        .is_none());
+    assert_eq!(late.get(), 5, "four reads of rank 0");
+    // One poll still reads each rank once.
+    late.set(2);
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
+        .is_none());
+    assert_eq!(late.get(), 1, "one read of rank 0");
+    late.set(3);
+    let st = w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 8)
+        .expect("taken in the fourth round");
+    assert_eq!((st.source, st.tag, &dst[..]), (0, 5, &src.0[..]));
+    assert_eq!(late.get(), 0);
+    // Takes in a row (counted from here: a receive that takes nothing ends
+    // a run).
+    assert!(w.ranks[1]
+        .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
+        .is_none());
+    let run = oxmpi_pml::ANY_SOURCE_RUN as usize;
+    let mut m: Vec<Mem> = (0..2 * run + 2).map(|i| Mem::pattern(8, i as u8)).collect();
+    let mut next = 0;
+    for round in 0..2 {
+        // A run and one more (the ordinary receive's progress reads whatever
+        // is there, so each round sends its own).
+        for (i, b) in m.iter_mut().enumerate().skip(next).take(run + 1) {
+            w.ranks[0]
+                .isend(b.buf(), 1, i as i32, CTX, SendMode::Standard)
+                .unwrap();
+        }
+        deliver_all(&mut w);
+        for _ in 0..run {
+            let st = w.ranks[1]
+                .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
+                .unwrap_or_else(|| panic!("message {next} not taken"));
+            assert_eq!((st.tag as usize, &dst[..]), (next, &m[next].0[..]));
+            next += 1;
+        }
+        assert!(
+            w.ranks[1]
+                .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
+                .is_none(),
+            "round {round}: a run of {run} takes, then one for the ordinary receive"
+        );
+        let mut one = Mem::zeros(8);
+        let st = w.recv(1, one.buf(), Source::Any, Tag::Any);
+        assert_eq!((st.tag as usize, &one.0[..]), (next, &m[next].0[..]));
+        next += 1;
+    }
+    assert_eq!(next, m.len());
+}
+
 /// Over a network that reorders, the small receive from any source takes
 /// only messages next in their sender's sequence: with two senders, and
 /// the ordinary receive from any source taking turns with it, each

@@ -886,9 +886,11 @@ impl<L: Level> AnyProcess<'_, '_, L> {
     /// is next from some process and nothing else could take it first (no
     /// receive posted, nothing unexpected on this communicator), with no
     /// request: its status, whose source says who sent it. Each process's
-    /// channel is read in turn, starting after the one the last such
-    /// receive took from. `None` has received nothing: receive as usual
-    /// then, which also reports any error. Always `None` where the library
+    /// channel is read in turn, starting where the last such receive
+    /// stopped; after a run of takes in a row one call takes nothing, so
+    /// that the ordinary receive's progress also serves the senders passed
+    /// over (`oxmpi_pml::ANY_SOURCE_RUN`). `None` has received nothing:
+    /// receive as usual then, which also reports any error. Always `None` where the library
     /// is shared between threads. The small-message path of the C ABI's
     /// `MPI_Irecv` from `MPI_ANY_SOURCE`.
     ///
