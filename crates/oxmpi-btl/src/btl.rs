@@ -665,7 +665,8 @@ pub trait Btl {
     /// override this does for every fragment (the default). A module that
     /// overrides it takes at least every matching fragment of up to 56
     /// bytes (a cache line with the shared-memory ring's record header)
-    /// that is next from the peer (the simulated one takes any size).
+    /// that is next from the peer (the shared-memory and simulated ones
+    /// take any size).
     #[inline]
     fn recv_small(&mut self, ep: Endpoint, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
         let _ = (ep, m, dst);

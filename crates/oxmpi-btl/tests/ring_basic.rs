@@ -534,7 +534,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         1 => (0usize..=56, any::<u8>()).prop_map(|(l, t)| Op::Send(l, t)),
         3 => (0usize..=20, 0usize..=20, any::<u8>()).prop_map(|(h, d, t)| Op::Small(h, d, t)),
         3 => Just(Op::Recv),
-        3 => (0usize..=50, proptest::bool::weighted(0.2)).prop_map(|(r, f)| Op::Take(r, f)),
+        3 => (0usize..=260, proptest::bool::weighted(0.2)).prop_map(|(r, f)| Op::Take(r, f)),
     ];
     proptest::collection::vec(op, 1..400)
 }
@@ -598,7 +598,7 @@ proptest! {
                             u64::from_le_bytes(h[..8].try_into().unwrap()) ^ u64::from(flip),
                             u64::from_le_bytes(h[8..].try_into().unwrap()),
                         ];
-                        eligible = !flip && (12..=56).contains(&payload.len()) && payload.len() - 12 <= room;
+                        eligible = !flip && payload.len() >= 12 && payload.len() - 12 <= room;
                     }
                     let mut dst = vec![0xeeu8; room];
                     match c.take_small(&m, &mut dst) {

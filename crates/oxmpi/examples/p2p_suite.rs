@@ -479,9 +479,9 @@ fn rcache(u: &oxmpi::Universe, w: &Comm) {
     w.barrier().unwrap();
 }
 
-/// `Process::try_receive_inline` (and its spinning form): a small message
-/// already here is taken inside the call (over shared memory: every one of
-/// up to a cache line, counted as an arrival), intact, with its status;
+/// `Process::try_receive_inline` (and its spinning form): an eager message
+/// already here is taken inside the call (over shared memory: every one, up
+/// to 4000 bytes here, counted as an arrival), intact, with its status;
 /// what it refuses (a bad rank or tag, `PROC_NULL`, a message longer than
 /// the buffer, nothing there) receives nothing, and the ordinary receive
 /// then gets the message. In pairs: rank 2k+1 sends to rank 2k once told
@@ -496,7 +496,7 @@ fn receive_inline(u: &oxmpi::Universe, w: &Comm) {
         return;
     }
     let other = w.process_at_rank(peer);
-    let lens = [0usize, 1, 8, 12, 13, 44, 45, 60];
+    let lens = [0usize, 1, 8, 12, 13, 44, 45, 60, 300, 4000];
     if me % 2 == 1 {
         other.receive_vec_with_tag::<u8>(30).unwrap();
         for (i, &len) in lens.iter().enumerate() {
@@ -507,7 +507,7 @@ fn receive_inline(u: &oxmpi::Universe, w: &Comm) {
         w.barrier().unwrap();
         return;
     }
-    let mut buf = [0u8; 64];
+    let mut buf = vec![0u8; 4096];
     check!(
         other.try_receive_inline(&mut buf, Some(-3)).is_none()
             && w.process_at_rank(w.size())
@@ -548,10 +548,10 @@ fn receive_inline(u: &oxmpi::Universe, w: &Comm) {
         );
         buf.fill(0xee);
         let sel = if i % 3 == 0 { None } else { Some(tag) };
-        // Over sm a message of up to a cache line is taken in place once it
-        // is there: only the partner's messages could stop it (something
-        // of it unexpected), and it sends nothing else.
-        let wait = sm && len <= 44;
+        // Over sm a message is taken in place once it is there: only the
+        // partner's messages could stop it (something of it unexpected),
+        // and it sends nothing else.
+        let wait = sm;
         let start = std::time::Instant::now();
         let got = loop {
             let st = if i % 2 == 0 {
@@ -588,8 +588,9 @@ fn receive_inline(u: &oxmpi::Universe, w: &Comm) {
     // Other ranks' messages gone unexpected meanwhile (a barrier's) do not
     // turn the small receive off for the partner's.
     check!(
-        !sm || taken == 6,
-        "over sm {taken} of 6 small messages were taken in place"
+        !sm || taken == lens.len() as u64,
+        "over sm {taken} of {} eager messages were taken in place",
+        lens.len()
     );
     w.barrier().unwrap();
 }

@@ -727,10 +727,9 @@ impl RingConsumer {
     }
 
     /// Takes the next record at once if it is a data record for handler
-    /// `m.tag` of at most a cache line (one or two slots) whose first 16
-    /// payload bytes match `m`, and whose payload past `m.hdr_len` fits
-    /// `dst`: that much is copied to the start of `dst` and the record is
-    /// released. The receive side of [`RingProducer::try_send_small`], with
+    /// `m.tag` (of any size) whose first 16 payload bytes match `m`, and
+    /// whose payload past `m.hdr_len` fits `dst`: that much is copied to the
+    /// start of `dst` and the record is released. The receive side of [`RingProducer::try_send_small`], with
     /// no [`Record`] and no callback. [`SmallRecv::Other`] leaves the next
     /// record in place for [`RingConsumer::peek`] (which also reports a
     /// corrupt header); [`SmallRecv::Empty`] publishes the head as `peek`
@@ -746,7 +745,7 @@ impl RingConsumer {
         let len = (h >> LEN_SHIFT) as usize;
         if (h >> FLAGS_SHIFT) & 0xf != FLAG_RECORD
             || (h >> TAG_SHIFT) as u8 != m.tag.0
-            || !(m.hdr_len..=INLINE_PAYLOAD).contains(&len)
+            || !(m.hdr_len..=self.max_payload).contains(&len)
             || off + record_bytes(len) > self.capacity as usize
         {
             return SmallRecv::Other;
@@ -762,7 +761,7 @@ impl RingConsumer {
         // written or not, and only masked off.
         let p = unsafe { self.mem.bytes(R_DATA + off + HEADER_BYTES, len.max(16)) };
         #[cfg(loom)]
-        let mut copy = [0u8; INLINE_PAYLOAD];
+        let mut copy = vec![0u8; len.max(16)];
         #[cfg(loom)]
         let p = {
             self.mem
