@@ -180,17 +180,29 @@ unsafe fn send_inline(
     dest: c_int,
     tag: c_int,
 ) -> bool {
-    let Some(len) = contiguous_bytes(buf.is_null(), n, dt) else {
+    // SAFETY: forwarded from the caller.
+    let Some(data) = (unsafe { contiguous_data(buf, n, dt) }) else {
         return false;
     };
-    let data: &[u8] = if len == 0 {
+    c.comm.process_at_rank(dest).try_send_inline(data, tag)
+}
+
+/// The bytes of a send buffer of `n` elements of a predefined contiguous
+/// `dt` (see [`contiguous_bytes`]).
+///
+/// # Safety
+/// `buf` valid for the call, as the MPI standard requires; the slice does
+/// not outlive the call.
+#[inline(always)]
+unsafe fn contiguous_data<'a>(buf: *const c_void, n: i64, dt: usize) -> Option<&'a [u8]> {
+    let len = contiguous_bytes(buf.is_null(), n, dt)?;
+    Some(if len == 0 {
         &[]
     } else {
         // SAFETY: `len` bytes at `buf` (not null), valid for the call (the
-        // caller's contract); the send copies them before it returns true.
+        // caller's contract); the sends copy them before they return true.
         unsafe { std::slice::from_raw_parts(buf.cast(), len) }
-    };
-    c.comm.process_at_rank(dest).try_send_inline(data, tag)
+    })
 }
 
 /// The bytes of `n` elements of `dt` for a small-message path: only for a
@@ -713,10 +725,13 @@ fn send_init(
     unsafe { put(req, h, "request") }
 }
 
-/// [`send_inline`] in a general path (`MPI_Send`'s, `MPI_Isend`'s): for a
-/// standard send on a communicator that the small-message path before it
-/// did not try (any but the predefined two, which come as
-/// [`CommRef::Static`](crate::state::CommRef)).
+/// [`send_inline`] in a general path (`MPI_Send`'s, `MPI_Isend`'s), for a
+/// standard send: the immediate send on a communicator that the
+/// small-message path before it did not try (any but the predefined two,
+/// which come as [`CommRef::Static`](crate::state::CommRef)), then on any
+/// communicator the eager send that completes inside the call
+/// ([`oxmpi::Process::try_send_eager`]) for a message above the
+/// immediate-send limit.
 ///
 /// # Safety
 /// As for [`send_inline`].
@@ -730,10 +745,16 @@ unsafe fn send_inline_general(
     dest: c_int,
     tag: c_int,
 ) -> bool {
-    mode == SendMode::Standard
-        && matches!(c, crate::state::CommRef::Shared(_))
-        // SAFETY: forwarded from the caller.
-        && unsafe { send_inline(c, buf, n, dt, dest, tag) }
+    if mode != SendMode::Standard {
+        return false;
+    }
+    // SAFETY: forwarded from the caller.
+    let Some(data) = (unsafe { contiguous_data(buf, n, dt) }) else {
+        return false;
+    };
+    let p = c.comm.process_at_rank(dest);
+    (matches!(c, crate::state::CommRef::Shared(_)) && p.try_send_inline(data, tag))
+        || p.try_send_eager(data, tag)
 }
 
 /// [`send_inline`] on `MPI_COMM_WORLD` or `MPI_COMM_SELF` (the handles

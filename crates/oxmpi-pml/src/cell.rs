@@ -216,6 +216,30 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
         }
     }
 
+    /// [`crate::Ob1::send_eager_now`] of a standard send of the bytes
+    /// `data` on a confined cell, as [`EngineCell::try_sendi`] runs the
+    /// immediate send: whether it was sent and is complete. The eager
+    /// messages above the immediate-send limit, prepared in place (or
+    /// copied) into a descriptor that a BTL whose `send` is done on return
+    /// sends at once. Out of line, so that the immediate send's callers
+    /// keep their registers.
+    #[inline(never)]
+    #[cold]
+    pub(crate) fn try_send_eager(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        // SAFETY: `send_eager_now` is the PML's own code over its BTLs,
+        // which `unmarked` checked are all `oxmpi-btl`'s.
+        let Some(o) = (unsafe { self.unmarked() }) else {
+            return false;
+        };
+        // SAFETY: the region is `data`, read only inside this call:
+        // `send_eager_now` sends only on a BTL whose `send` is done on
+        // return (`Caps::SEND_DONE`), frees a descriptor it could not send
+        // before it returns, and keeps nothing that refers to the region.
+        let buf = crate::Buffer::Contig(unsafe { oxmpi_btl::mem::MemRegion::from_slice(data) });
+        o.send_eager_now(&buf, dst, tag, ctx, crate::SendMode::Standard)
+            .is_some()
+    }
+
     /// [`crate::Ob1::recv_small`] on a confined cell, as
     /// [`EngineCell::try_sendi`] runs the immediate send: `None`, having
     /// run nothing, where that answers false.

@@ -101,6 +101,18 @@ impl<B: ?Sized + Btl> Pml<B> {
         data.len() <= self.sendi_limit && self.inner.try_sendi(data, dst, tag, ctx)
     }
 
+    /// The eager send of `data` that a BTL whose `send` is done on return
+    /// completes inside the call, with no request: prepared in place
+    /// (`Counters::eager_prepared`) or copied, as [`Ob1::isend`] sends a
+    /// message above the immediate-send limit at once. Whether it was sent;
+    /// `false` has sent nothing, for the ordinary send (and as for
+    /// [`Pml::try_sendi`] a shared PML answers false). Out of line: the
+    /// general path of `MPI_Send` and `MPI_Isend` tries it first.
+    #[inline]
+    pub fn try_send_eager(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        self.inner.try_send_eager(data, dst, tag, ctx)
+    }
+
     /// [`Ob1::recv_small`] on a [`Pml::confine`]d PML: the small-message
     /// path of `MPI_Recv` and `MPI_Irecv`, from rank `src` or from any
     /// rank. `None` has taken nothing (and so does a shared PML, or one

@@ -1367,7 +1367,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// (The two stay apart: one generic function for both, tried, cost the
     /// immediate path 16 instructions per message pair in `api_hot_path`.)
     #[inline(never)]
-    fn send_eager_now(
+    pub(crate) fn send_eager_now(
         &mut self,
         buf: &Buffer,
         dst: u32,

@@ -595,6 +595,60 @@ fn receive_inline(u: &oxmpi::Universe, w: &Comm) {
     w.barrier().unwrap();
 }
 
+/// `Process::try_send_eager`: messages above the immediate-send limit that
+/// fit the eager limit go out complete inside the call over shared memory
+/// (prepared in place, counted as such) and arrive intact; over TCP, whose
+/// send is not done on return, it sends nothing and the ordinary send
+/// delivers. A negative tag or a rank outside the communicator sends
+/// nothing. In pairs: rank 2k+1 sends, rank 2k receives.
+fn send_eager(u: &oxmpi::Universe, w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    let peer = me ^ 1;
+    if peer >= n {
+        w.barrier().unwrap();
+        return;
+    }
+    let other = w.process_at_rank(peer);
+    let lens = [257usize, 1024, 2048, 9000];
+    if me % 2 == 0 {
+        for (i, &len) in lens.iter().enumerate() {
+            let (v, st) = other.receive_vec_with_tag::<u8>(60 + i as i32).unwrap();
+            check!(
+                v == pattern(len, peer as usize + len) && st.source_rank() == peer,
+                "eager message {i} ({len} bytes) from {peer} changed"
+            );
+        }
+        w.barrier().unwrap();
+        return;
+    }
+    let sm = u
+        .peer_btls(peer as u32)
+        .is_some_and(|(send, _)| send.first() == Some(&"sm"));
+    check!(
+        !other.try_send_eager(&[1, 2, 3], -1)
+            && !w.process_at_rank(n).try_send_eager(&[1, 2, 3], 1),
+        "a refused eager send went"
+    );
+    let before = u.counters().eager_prepared;
+    let mut went = 0;
+    for (i, &len) in lens.iter().enumerate() {
+        let data = pattern(len, me as usize + len);
+        let tag = 60 + i as i32;
+        if other.try_send_eager(&data, tag) {
+            went += 1;
+        } else {
+            other.send_with_tag(&data[..], tag).unwrap();
+        }
+    }
+    check!(
+        !sm || (went == lens.len() && u.counters().eager_prepared == before + went as u64),
+        "over sm {went} of {} eager messages went inside the call ({} counted prepared)",
+        lens.len(),
+        u.counters().eager_prepared - before
+    );
+    w.barrier().unwrap();
+}
+
 /// `AnyProcess::try_receive_inline` (and its spinning form): from any
 /// source, a small message already here is taken inside the call (over
 /// shared memory: every one), intact, with a status naming its sender; a
@@ -714,6 +768,7 @@ fn main() {
         send_inline(&universe, &world);
         receive_inline(&universe, &world);
         receive_inline_any(&world);
+        send_eager(&universe, &world);
     }
     if run("comms") {
         comms(&world);

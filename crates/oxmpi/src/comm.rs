@@ -1703,6 +1703,41 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
                 .try_sendi(data, self.rank as u32, tag, self.comm.ctx)
     }
 
+    /// [`Process::try_send_inline`] for a message above the immediate-send
+    /// limit: sends `data` with `tag` in standard mode if the eager
+    /// transport to this process completes the send inside this call (a
+    /// message that fits its eager limit, prepared in place, on a transport
+    /// whose send is done on return, such as shared memory), with no
+    /// request. `false` sends nothing: start an ordinary send then, which
+    /// also reports any error. Always false where the library is shared
+    /// between threads. The path `MPI_Send` and `MPI_Isend` try first for
+    /// such messages.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let data = vec![7u8; 2048];
+    /// if world.rank() == 0 && world.size() > 1 {
+    ///     let p = world.process_at_rank(1);
+    ///     if !p.try_send_eager(&data, 4) {
+    ///         p.send_with_tag(&data[..], 4).unwrap();
+    ///     }
+    /// } else if world.rank() == 1 {
+    ///     let (v, _) = world.process_at_rank(0).receive_vec_with_tag::<u8>(4).unwrap();
+    ///     assert_eq!(v, data);
+    /// }
+    /// ```
+    pub fn try_send_eager(&self, data: &[u8], tag: i32) -> bool {
+        tag >= 0
+            && (0..self.comm.size()).contains(&self.rank)
+            && self
+                .comm
+                .rt()
+                .pml
+                .try_send_eager(data, self.rank as u32, tag, self.comm.ctx)
+    }
+
     /// Receives into `buf` a message from this process with `tag` (`None`:
     /// any tag) if it is complete inside this call with no request: a small
     /// message over the eager transport that is already here, next from
