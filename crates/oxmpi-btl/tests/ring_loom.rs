@@ -54,7 +54,7 @@ fn receive_small(c: &mut RingConsumer, lens: &[usize]) {
             ],
             mask: [u64::MAX, 0xffff_ffff],
         };
-        let mut dst = [0u8; 64];
+        let mut dst = [0u8; 128];
         loop {
             match c.take_small(&m, &mut dst) {
                 SmallRecv::Taken { len: n, .. } => {
@@ -138,6 +138,14 @@ fn small_records_taken_in_place_intact() {
         send_all_small,
         receive_small,
     );
+}
+
+#[test]
+fn large_records_taken_in_place_wrap_with_skip() {
+    // As `wrap_around_with_skip`, through `take_small`: records of four
+    // slots taken in place (their continuation slots cleared), a SKIP at
+    // the lap's end passed.
+    hand_off(512, &[100usize, 100, 100, 12, 100], send_all, receive_small);
 }
 
 #[test]

@@ -730,8 +730,8 @@ fn send_init(
 /// small-message path before it did not try (any but the predefined two,
 /// which come as [`CommRef::Static`](crate::state::CommRef)), then on any
 /// communicator the eager send that completes inside the call
-/// ([`oxmpi::Process::try_send_eager`]) for a message above the
-/// immediate-send limit.
+/// ([`oxmpi::Process::try_send_eager`]) for a message the immediate send
+/// did not take (above its limit, or refused).
 ///
 /// # Safety
 /// As for [`send_inline`].
@@ -810,14 +810,16 @@ unsafe fn isend_inline(
 /// rank for `MPI_ANY_SOURCE`) at once when the message can be taken whole
 /// inside the call with no request ([`oxmpi::Process::try_receive_inline`]
 /// or [`oxmpi::AnyProcess::try_receive_inline`], or their spinning forms
-/// for a `blocking` receive): its status. `None` receives nothing and builds no
-/// error: the general path then receives, and reports every error (a null
+/// for a `blocking` receive), of at most `cap` bytes: its status. `None`
+/// receives nothing and builds no error: the general path then receives,
+/// and reports every error (a null
 /// buffer, a bad count, rank or tag, a truncated message never complete
 /// here).
 ///
 /// # Safety
 /// `buf` valid for the call, as the MPI standard requires.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn recv_small(
     buf: *mut c_void,
     n: c_int,
@@ -826,10 +828,13 @@ unsafe fn recv_small(
     tag: c_int,
     comm: usize,
     blocking: bool,
+    cap: usize,
 ) -> Option<oxmpi::Status> {
     // A bad source or tag is refused below.
     let c = predefined_comm_live(comm)?;
-    let len = contiguous_bytes(buf.is_null(), n.into(), dt)?;
+    // No more than `cap` bytes are taken: a longer message does not fit
+    // the buffer as given and stays for the general path.
+    let len = contiguous_bytes(buf.is_null(), n.into(), dt)?.min(cap);
     let dst: &mut [u8] = if len == 0 {
         &mut []
     } else {
@@ -871,7 +876,7 @@ unsafe fn recv_inline(
     status: *mut CStatus,
 ) -> bool {
     // SAFETY: forwarded from the caller.
-    let Some(st) = (unsafe { recv_small(buf, n, dt, source, tag, comm, true) }) else {
+    let Some(st) = (unsafe { recv_small(buf, n, dt, source, tag, comm, true, usize::MAX) }) else {
         return false;
     };
     // SAFETY: the caller's status or MPI_STATUS_IGNORE.
@@ -910,13 +915,24 @@ unsafe fn irecv_inline(
         return false;
     }
     // SAFETY: forwarded from the caller.
-    let Some(st) = (unsafe { recv_small(buf, n, dt, source, tag, comm, false) }) else {
+    let Some(st) = (unsafe {
+        recv_small(
+            buf,
+            n,
+            dt,
+            source,
+            tag,
+            comm,
+            false,
+            crate::state::RECEIVED_MAX_BYTES,
+        )
+    }) else {
         return false;
     };
-    // Fits: the source and tag were checked above, and a small message's
-    // byte count is far below the handle's limit.
+    // Fits: the source and tag were checked above, and no more than
+    // `RECEIVED_MAX_BYTES` were taken.
     let h = crate::state::received_handle(st.source_rank(), st.tag(), st.bytes())
-        .expect("a small message's status fits a received handle");
+        .expect("the status of a message taken inline fits a received handle");
     // SAFETY: not null; the caller's out-parameter.
     unsafe { req.write(h) };
     true

@@ -31,7 +31,7 @@ pub const COMM_SELF: usize = 0x102;
 /// `MPI_REQUEST_NULL`.
 pub const REQUEST_NULL: usize = 0x180;
 /// The handle of every `MPI_Isend` (and `MPI_Irsend`) that completed
-/// inside the call (a small eager send): it needs no table entry and
+/// inside the call (an eager send that went at once): it needs no table entry and
 /// completes at once (its status has the empty status's fields), as Open
 /// MPI's `ompi_request_empty`. Below [`USER_BASE`], so never a table
 /// handle.
@@ -48,6 +48,9 @@ const RECEIVED_MARK: usize = 0xa5 << 56 | 1;
 const RECEIVED_BITS: (u32, u32, u32) = (20, 20, 15);
 /// The bits of the mark.
 const RECEIVED_MARK_BITS: usize = 0xff << 56 | 1;
+
+/// The largest byte count a received handle holds.
+pub const RECEIVED_MAX_BYTES: usize = (1 << RECEIVED_BITS.0) - 1;
 
 /// The handle of a receive complete with this status (see
 /// `RECEIVED_MARK` in this module), if its fields fit one.

@@ -1401,9 +1401,15 @@ impl<B: ?Sized + Btl> Ob1<B> {
         // The token: never reported by a SEND_DONE BTL (the conformance
         // suite checks that `send` answers Done; had it not, the bytes are
         // on their way all the same, and an unknown token is ignored).
-        if let Err((d, _)) = btls[b].send(desc, HdrType::Match.am_tag(), Token(u64::MAX)) {
-            btls[b].free(d);
-            return None;
+        match btls[b].send(desc, HdrType::Match.am_tag(), Token(u64::MAX)) {
+            Err((d, _)) => {
+                btls[b].free(d);
+                return None;
+            }
+            // The data were read inside the call (`Caps::SEND_DONE`, which
+            // the conformance suite checks): `EngineCell::try_send_eager`
+            // relies on it.
+            Ok(out) => debug_assert!(matches!(out, SendOutcome::Done)),
         }
         *slot = slot.wrapping_add(1);
         st.credits[p] -= wire;

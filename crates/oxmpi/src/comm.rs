@@ -1703,12 +1703,13 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
                 .try_sendi(data, self.rank as u32, tag, self.comm.ctx)
     }
 
-    /// [`Process::try_send_inline`] for a message above the immediate-send
-    /// limit: sends `data` with `tag` in standard mode if the eager
-    /// transport to this process completes the send inside this call (a
-    /// message that fits its eager limit, prepared in place, on a transport
-    /// whose send is done on return, such as shared memory), with no
-    /// request. `false` sends nothing: start an ordinary send then, which
+    /// [`Process::try_send_inline`] for a message it does not take (above
+    /// the immediate-send limit, or refused): sends `data` with `tag` in
+    /// standard mode if the eager transport to this process completes the
+    /// send inside this call (a message that fits its eager limit, prepared
+    /// in place, or copied where the transport does not prepare in place,
+    /// on a transport whose send is done on return, such as shared memory),
+    /// with no request. `false` sends nothing: start an ordinary send then, which
     /// also reports any error. Always false where the library is shared
     /// between threads. The path `MPI_Send` and `MPI_Isend` try first for
     /// such messages.

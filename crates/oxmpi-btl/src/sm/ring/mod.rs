@@ -775,9 +775,12 @@ impl RingConsumer {
             return SmallRecv::Other;
         }
         crate::mem::copy_small(&mut dst[..n], &p[m.hdr_len..len]);
+        // As far ahead of the record's last slot as `peek` looks past a
+        // one-slot record.
         #[cfg(not(loom))]
-        self.mem
-            .prefetch(R_DATA + ((off + PREFETCH_AHEAD) & self.mask as usize));
+        self.mem.prefetch(
+            R_DATA + ((off + record_bytes(len) - SLOT + PREFETCH_AHEAD) & self.mask as usize),
+        );
         self.release(off, len);
         SmallRecv::Taken { hdr1: w1, len: n }
     }
