@@ -37,7 +37,7 @@ fn splitmix(mut x: u64) -> u64 {
 /// Random bytes that message contents are cut from (copies and compares
 /// stay cheap in a debug build).
 fn source() -> Vec<u8> {
-    (0..(64 << 10) / 8)
+    (0..(128 << 10) / 8)
         .flat_map(|i| splitmix(0xabcd + i).to_le_bytes())
         .collect()
 }

@@ -92,8 +92,13 @@ use crate::mem::{copy_bytes, MemRegion};
 
 /// Default limits of the sm BTL. `max_send_size` and `max_sendi_size` are
 /// clamped at construction to what one ring record carries
-/// ([`Ring::max_payload`]: 16440 bytes with the default 64 KiB rings), and
-/// the eager limits to `max_send_size`.
+/// ([`Ring::max_payload`]: 65592 bytes with the 256 KiB rings of a node of
+/// up to [`BIG_RING_RANKS`] ranks, 16440 with 64 KiB rings), and the eager
+/// limits to `max_send_size`: every message that fits one record goes
+/// eager, 64 KiB of data with 256 KiB rings (one-way bandwidth in windows
+/// of 64: 32 KiB 6.3 -> 19.4 GB/s, 64 KiB 11.6 -> 16.0; 64 KiB latency 6.8
+/// -> 4.7 us; measured here against 64 KiB rings and single copy above 16
+/// KiB).
 ///
 /// The eager limit is as large as one record: on this kind of machine a
 /// single-copy (CMA) transfer costs about 1.5 us of system call before the
@@ -105,9 +110,9 @@ use crate::mem::{copy_bytes, MemRegion};
 /// `pml_ob1_sendi_limit` of 256 data bytes goes through it whole (256-byte
 /// latency 0.227 -> 0.205 us, measured here).
 pub const DEFAULT_LIMITS: Limits = Limits {
-    eager_limit: 16 * 1024 + 64,
-    rndv_eager_limit: 16 * 1024 + 64,
-    max_send_size: 32 * 1024,
+    eager_limit: 64 * 1024 + 64,
+    rndv_eager_limit: 64 * 1024 + 64,
+    max_send_size: 64 * 1024 + 64,
     max_sendi_size: 512,
     rdma_pipeline_send_length: 1 << 62,
     rdma_pipeline_frag_size: 1 << 62,
@@ -116,6 +121,24 @@ pub const DEFAULT_LIMITS: Limits = Limits {
     latency: 1,
     bandwidth: 20_000,
 };
+
+/// Local ranks up to which each ring has [`BIG_RING`] bytes by default
+/// (`btl_sm_ring_size` 0); more ranks get [`ring::DEFAULT_CAPACITY`]:
+/// 16 ranks take 15 x 256 KiB = 3.75 MiB of rings per rank, 64 ranks 63 x
+/// 64 KiB = 3.94 MiB.
+pub const BIG_RING_RANKS: u32 = 16;
+/// The default ring size on a node of up to [`BIG_RING_RANKS`] ranks.
+pub const BIG_RING: usize = 256 * 1024;
+
+/// The default data bytes of each ring for `local_count` local ranks (see
+/// [`BIG_RING_RANKS`]).
+pub fn default_ring_capacity(local_count: u32) -> usize {
+    if local_count <= BIG_RING_RANKS {
+        BIG_RING
+    } else {
+        ring::DEFAULT_CAPACITY
+    }
+}
 
 /// Slots of the registration table in each segment: registrations beyond
 /// this many at once are still served, by copy-in/copy-out.
@@ -186,7 +209,7 @@ impl SmConfig {
         SmConfig {
             local_index,
             local_count,
-            ring_capacity: ring::DEFAULT_CAPACITY,
+            ring_capacity: default_ring_capacity(local_count),
             limits: DEFAULT_LIMITS,
             single_copy: true,
         }
@@ -199,14 +222,11 @@ impl SmConfig {
     ) -> Result<(), oxmpi_runtime::mca::McaError> {
         use oxmpi_runtime::mca::ParamSpec;
         DEFAULT_LIMITS.register(reg, "sm")?;
-        reg.register(
-            ParamSpec::size("btl", "sm", "ring_size", ring::DEFAULT_CAPACITY as u64)
-                .level(4)
-                .help(
-                    "data bytes of each shared-memory ring (one per pair of local ranks; a \
-                     power of two from 256 B to 4 MiB; a record carries up to a quarter of it)",
-                ),
-        )?;
+        reg.register(ParamSpec::size("btl", "sm", "ring_size", 0).level(4).help(
+            "data bytes of each shared-memory ring (one per pair of local ranks; a \
+                     power of two from 256 B to 4 MiB; a record carries up to a quarter of it); \
+                     0: 256 KiB on a node of up to 16 ranks, 64 KiB beyond",
+        ))?;
         reg.register(
             ParamSpec::bool("btl", "sm", "single_copy", true)
                 .level(4)
@@ -225,7 +245,10 @@ impl SmConfig {
         Ok(SmConfig {
             local_index,
             local_count,
-            ring_capacity: usize::try_from(reg.get_size("btl_sm_ring_size")?).unwrap_or(usize::MAX),
+            ring_capacity: match reg.get_size("btl_sm_ring_size")? {
+                0 => default_ring_capacity(local_count),
+                n => usize::try_from(n).unwrap_or(usize::MAX),
+            },
             limits: Limits::from_registry(reg, "sm")?,
             single_copy: reg.get_bool("btl_sm_single_copy")?,
         })
@@ -1958,7 +1981,7 @@ mod tests {
         assert_eq!(bytes.len(), SM_CARD_LEN);
         let card = SmCard::parse(&bytes).unwrap().unwrap();
         assert_eq!((card.local_index, card.local_count), (1, 3));
-        assert_eq!(card.ring_capacity, ring::DEFAULT_CAPACITY);
+        assert_eq!(card.ring_capacity, BIG_RING);
         assert_eq!(card.seg, btl.segment.card());
         // Not an sm card of this version: None.
         assert!(SmCard::parse(b"").unwrap().is_none());
@@ -2175,6 +2198,26 @@ mod tests {
             .register_mem(region(&bufs[0]), Access::REMOTE_READ)
             .unwrap();
         assert_eq!(Key::decode(r.key.as_bytes()).unwrap().slot, 3);
+    }
+
+    #[test]
+    fn default_rings_are_big_on_small_nodes_only() {
+        assert_eq!(default_ring_capacity(2), BIG_RING);
+        assert_eq!(default_ring_capacity(BIG_RING_RANKS), BIG_RING);
+        assert_eq!(
+            default_ring_capacity(BIG_RING_RANKS + 1),
+            ring::DEFAULT_CAPACITY
+        );
+        // ARCHITECTURE.md's table: per rank, 256 KiB rings up to 16 ranks.
+        let table = REGISTRATION_SLOTS * SLOT_WORDS * 8;
+        for (n, total) in [(2u32, 299_648usize), (8, 1_874_048), (16, 3_973_248)] {
+            let inbox = Inbox::required_bytes(n as usize - 1, BIG_RING).unwrap();
+            assert_eq!(DATA_OFFSET + 128 + inbox + table, total, "{n} ranks");
+            assert_eq!(SmBtl::segment_bytes(n, BIG_RING).unwrap(), total);
+        }
+        // And 64 KiB of data goes eager with them.
+        let b = SmBtl::new(SmConfig::new(0, 2)).unwrap();
+        assert!(b.limits().eager_limit >= (64 << 10) + 16);
     }
 
     #[test]
