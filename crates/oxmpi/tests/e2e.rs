@@ -82,6 +82,29 @@ fn tcp_two_links_stripe_rdma() {
 }
 
 #[test]
+fn sm_small_rings_as_on_big_nodes() {
+    // The 64 KiB rings (and 16 KiB eager limit) that nodes of more than 16
+    // ranks get, set here: the suite's sizes cross that eager threshold
+    // too.
+    let mut cmd = std::process::Command::new(support::oxmpirun());
+    cmd.args([
+        "-n",
+        "3",
+        "--mca",
+        "btl",
+        "self,sm",
+        "--mca",
+        "btl_sm_ring_size",
+        "65536",
+    ])
+    .args(["--timeout", &LIMIT.as_secs().to_string()])
+    .arg(support::example("p2p_suite"))
+    .args(["pairs", "modes", "any", "inline"]);
+    let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
+    support::assert_ok(&out, "p2p_suite ok", "p2p_suite -n 3 sm rings=64K");
+}
+
+#[test]
 fn sm_and_tcp_together() {
     // Both open: sm wins for local peers by exclusivity.
     suite(4, "self,sm,tcp", &["pairs", "any"]);

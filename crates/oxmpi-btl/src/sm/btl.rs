@@ -102,10 +102,11 @@ use crate::mem::{copy_bytes, MemRegion};
 ///
 /// The eager limit is as large as one record: on this kind of machine a
 /// single-copy (CMA) transfer costs about 1.5 us of system call before the
-/// first byte moves, while copying 16 KiB in and out of a ring costs well
-/// under 1 us, so every message that fits one record goes eager (8 KiB
-/// latency 3.3 -> 0.8 us, 4 KiB bandwidth 1.7 -> 10.5 GB/s, measured here).
-/// It counts the PML's headers, so 16 KiB of data is eager. The immediate
+/// first byte moves, while copying a message in and out of a ring wins up
+/// to about 128 KiB, so every message that fits one record goes eager (8
+/// KiB latency 3.3 -> 0.8 us, 4 KiB bandwidth 1.7 -> 10.5 GB/s, measured
+/// here). It counts the PML's headers, so 64 KiB of data is eager with 256
+/// KiB rings (16 KiB with 64 KiB rings). The immediate
 /// send takes 512 bytes with the headers, so the PML's default
 /// `pml_ob1_sendi_limit` of 256 data bytes goes through it whole (256-byte
 /// latency 0.227 -> 0.205 us, measured here).
@@ -1529,11 +1530,15 @@ impl Btl for SmBtl {
                 peer.rank, self.local_index
             )));
         }
-        let max = Ring::max_payload(card.ring_capacity);
-        if max < self.limits.max_send_size || max < self.limits.max_sendi_size {
+        // Both sides must decide alike: a side that accepted a peer which
+        // refused it would send into a ring whose owner never reads it.
+        // Each side's limits are capped by its own rings, so equal rings
+        // are all it takes.
+        if card.ring_capacity != self.ring_capacity {
             tracing::warn!(
                 rank = peer.rank,
-                "sm: the peer's rings ({} B) are smaller than ours ({} B); not using sm for it",
+                "sm: the peer's rings ({} B) differ from ours ({} B) \
+                 (btl_sm_ring_size set differently); not using sm for it",
                 card.ring_capacity,
                 self.ring_capacity
             );
@@ -2201,6 +2206,32 @@ mod tests {
     }
 
     #[test]
+    fn peers_with_other_ring_sizes_are_refused_by_both_sides() {
+        // One side's rings set smaller (btl_sm_ring_size on one rank only):
+        // neither side uses sm for the other, so neither sends into a ring
+        // whose owner never reads it.
+        let mut a = SmBtl::new(SmConfig::new(0, 2)).unwrap();
+        let mut b = SmBtl::new(SmConfig {
+            ring_capacity: ring::DEFAULT_CAPACITY,
+            ..SmConfig::new(1, 2)
+        })
+        .unwrap();
+        let (card_a, card_b) = (a.business_card(), b.business_card());
+        let info = |rank, card| PeerInfo {
+            rank,
+            local: true,
+            card: Some(card),
+        };
+        assert_eq!(a.add_peer(&info(1, &card_b)).unwrap(), None);
+        assert_eq!(b.add_peer(&info(0, &card_a)).unwrap(), None);
+        // The same sizes: both take it.
+        let mut c = SmBtl::new(SmConfig::new(1, 2)).unwrap();
+        let card_c = c.business_card();
+        assert!(a.add_peer(&info(1, &card_c)).unwrap().is_some());
+        assert!(c.add_peer(&info(0, &card_a)).unwrap().is_some());
+    }
+
+    #[test]
     fn default_rings_are_big_on_small_nodes_only() {
         assert_eq!(default_ring_capacity(2), BIG_RING);
         assert_eq!(default_ring_capacity(BIG_RING_RANKS), BIG_RING);
@@ -2215,8 +2246,9 @@ mod tests {
             assert_eq!(DATA_OFFSET + 128 + inbox + table, total, "{n} ranks");
             assert_eq!(SmBtl::segment_bytes(n, BIG_RING).unwrap(), total);
         }
-        // And 64 KiB of data goes eager with them.
+        // And a whole record goes eager with them: 64 KiB of data.
         let b = SmBtl::new(SmConfig::new(0, 2)).unwrap();
+        assert_eq!(b.limits().eager_limit, Ring::max_payload(BIG_RING));
         assert!(b.limits().eager_limit >= (64 << 10) + 16);
     }
 

@@ -85,6 +85,9 @@
 //!
 //! # Memory per rank (one inbox: one ring per other local rank)
 //!
+//! The table is for [`DEFAULT_CAPACITY`]; the sm BTL uses it past 16 local
+//! ranks and 256 KiB rings up to 16 (its `default_ring_capacity`).
+//!
 //! [`Inbox::required_bytes`]`(n, cap) = 128 + round_up(8 n, 128) + n (cap + 256)`.
 //! With the default 64 KiB rings ([`DEFAULT_CAPACITY`]):
 //!
