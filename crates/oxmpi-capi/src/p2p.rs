@@ -884,11 +884,43 @@ unsafe fn recv_inline(
     true
 }
 
+/// [`irecv_inline`] for a tag a received handle may not hold (`MPI_ANY_TAG`,
+/// or 2^15 and more): the message taken is the request's whether its status
+/// fits a received handle or needs a table entry holding the complete
+/// receive (which cannot fail: the state is there, and the table grows).
+/// Out of line, off `MPI_Irecv`'s usual path.
+///
+/// # Safety
+/// As for [`PMPI_Irecv`]; `req` is not null.
+#[inline(never)]
+unsafe fn irecv_inline_any_tag(
+    buf: *mut c_void,
+    n: c_int,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    comm: usize,
+    req: *mut usize,
+) -> bool {
+    let Some(s) = crate::state::state_any() else {
+        return false;
+    };
+    // SAFETY: forwarded from the caller.
+    let Some(st) = (unsafe { recv_small(buf, n, dt, source, tag, comm, false, usize::MAX) }) else {
+        return false;
+    };
+    let h = crate::state::received_handle(st.source_rank(), st.tag(), st.bytes())
+        .unwrap_or_else(|| lock(&s.requests).insert(ReqObj::Done(CStatus::from_status(&st), None)));
+    // SAFETY: not null (the caller checked); the caller's out-parameter.
+    unsafe { req.write(h) };
+    true
+}
+
 /// [`recv_small`] for `MPI_Irecv`: whether the message was received (then
-/// `*req` is a received handle carrying its status). Only a tag and source
-/// that such a handle holds come here (no table entry, which could fail
-/// after the message was taken); for `MPI_ANY_SOURCE`, every rank of the
-/// communicator.
+/// `*req` is a received handle carrying its status). A tag and source that
+/// such a handle holds (for `MPI_ANY_SOURCE`, every rank of the
+/// communicator) stay on this path, with no table entry; the rest
+/// (`MPI_ANY_TAG`, a tag of 2^15 or more) go to [`irecv_inline_any_tag`].
 ///
 /// # Safety
 /// As for [`PMPI_Irecv`].
@@ -911,8 +943,12 @@ unsafe fn irecv_inline(
     } else {
         source
     };
-    if req.is_null() || crate::state::received_handle(top, tag, 0).is_none() {
+    if req.is_null() {
         return false;
+    }
+    if crate::state::received_handle(top, tag, 0).is_none() {
+        // SAFETY: forwarded from the caller.
+        return unsafe { irecv_inline_any_tag(buf, n, dt, source, tag, comm, req) };
     }
     // SAFETY: forwarded from the caller.
     let Some(st) = (unsafe {

@@ -35,8 +35,9 @@
  *    the handles to MPI_REQUEST_NULL; MPI 5: one through
  *    Request_toint/Request_fromint still completes with its status.
  *  - Small Irecvs from MPI_ANY_SOURCE between ranks 2k and 2k+1 (only the
- *    partner sends meanwhile): 64 messages of 0 to 12 ints with their own
- *    tags, sent in a burst, received in windows of 8 Irecvs completed by
+ *    partner sends meanwhile; every fourth also MPI_ANY_TAG): 64 messages of
+ *    0 to 12 ints with their own tags (every fifth at or above 2^15 when
+ *    MPI_TAG_UB allows), sent in a burst, received in windows of 8 Irecvs completed by
  *    Waitall (statuses: source, tag, count) and one at a time by Wait; an
  *    implementation may complete those whose message is already there
  *    inside the call. Data and the ints past each message are checked.
@@ -708,12 +709,21 @@ static void received_already(void)
 
 #define TAG_AS 80
 #define AS_N 64
-/* Small Irecvs from MPI_ANY_SOURCE: rank 2k+1 sends AS_N messages in a
- * burst, rank 2k receives them in windows of 8 (Waitall), then one at a
- * time (Wait). */
+/* Message k's tag: every fifth one at or above 2^15 where MPI_TAG_UB
+ * allows (the standard only promises 32767). */
+static int as_tag(int k, int big)
+{
+    return TAG_AS + k + (big && k % 5 == 0 ? 40000 : 0);
+}
+
+/* Small Irecvs from MPI_ANY_SOURCE (every fourth with MPI_ANY_TAG): rank
+ * 2k+1 sends AS_N messages in a burst, rank 2k receives them in windows of
+ * 8 (Waitall), then one at a time (Wait). */
 static void small_irecvs_any_source(void)
 {
-    int peer = rank ^ 1, k, j, w;
+    int peer = rank ^ 1, k, j, w, big, flag = 0, *ub = NULL;
+    MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+    big = flag && *ub >= TAG_AS + AS_N + 40000;
     if (peer >= size)
         return;
     if (rank & 1) {
@@ -721,7 +731,7 @@ static void small_irecvs_any_source(void)
         for (k = 0; k < AS_N; k++) {
             for (j = 0; j < 12; j++)
                 msg[j] = k * 100 + j;
-            MPI_CHECK(MPI_Send(msg, k % 13, MPI_INT, peer, TAG_AS + k, MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Send(msg, k % 13, MPI_INT, peer, as_tag(k, big), MPI_COMM_WORLD));
         }
         return;
     }
@@ -734,8 +744,9 @@ static void small_irecvs_any_source(void)
             for (k = base; k < base + n; k++) {
                 for (j = 0; j < 14; j++)
                     got[k - w][j] = -1;
-                MPI_CHECK(MPI_Irecv(got[k - w], 13, MPI_INT, MPI_ANY_SOURCE, TAG_AS + k,
-                                    MPI_COMM_WORLD, &r[k - w]));
+                MPI_CHECK(MPI_Irecv(got[k - w], 13, MPI_INT, MPI_ANY_SOURCE,
+                                    k % 4 == 3 ? MPI_ANY_TAG : as_tag(k, big), MPI_COMM_WORLD,
+                                    &r[k - w]));
             }
             if (n == 1)
                 MPI_CHECK(MPI_Wait(&r[base - w], &st[base - w]));
@@ -745,7 +756,7 @@ static void small_irecvs_any_source(void)
         for (k = w; k < w + 8; k++) {
             int c = -1, len = k % 13;
             MPI_CHECK(MPI_Get_count(&st[k - w], MPI_INT, &c));
-            CHECK(st[k - w].MPI_SOURCE == peer && st[k - w].MPI_TAG == TAG_AS + k && c == len,
+            CHECK(st[k - w].MPI_SOURCE == peer && st[k - w].MPI_TAG == as_tag(k, big) && c == len,
                   "any-source Irecv %d: source %d tag %d count %d", k, st[k - w].MPI_SOURCE,
                   st[k - w].MPI_TAG, c);
             CHECK(r[k - w] == MPI_REQUEST_NULL, "any-source Irecv %d left active", k);
