@@ -28,9 +28,10 @@ fn pattern(len: usize, seed: usize) -> Vec<u8> {
 }
 
 /// Sizes crossing every threshold: sendi (256), one cache line (44 data
-/// bytes), eager (sm: one ring record, 65580 data bytes behind the MATCH
-/// header with the 256 KiB rings of up to 16 local ranks, 16364 with 64 KiB
-/// rings / tcp 64 KiB), rendezvous first fragment, pipeline fragments, RDMA.
+/// bytes), eager (sm: 32820 data bytes behind the MATCH header with the
+/// 256 KiB rings of up to 16 local ranks, one ring record of 16364 with 64
+/// KiB rings / tcp 64 KiB), rendezvous first fragment, pipeline fragments,
+/// RDMA.
 const SIZES: [usize; 18] = [
     0,
     1,
@@ -45,8 +46,8 @@ const SIZES: [usize; 18] = [
     16384,
     65535,
     65537,
-    65580,
-    65581,
+    32820,
+    32821,
     300_000,
     1 << 20,
     (4 << 20) + 3,

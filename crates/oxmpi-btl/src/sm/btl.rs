@@ -94,25 +94,26 @@ use crate::mem::{copy_bytes, MemRegion};
 /// clamped at construction to what one ring record carries
 /// ([`Ring::max_payload`]: 65592 bytes with the 256 KiB rings of a node of
 /// up to [`BIG_RING_RANKS`] ranks, 16440 with 64 KiB rings), and the eager
-/// limits to `max_send_size`: every message that fits one record goes
-/// eager, 64 KiB of data with 256 KiB rings (one-way bandwidth in windows
-/// of 64: 32 KiB 6.3 -> 19.4 GB/s, 64 KiB 11.6 -> 16.0; 64 KiB latency 6.8
-/// -> 4.7 us; measured here against 64 KiB rings and single copy above 16
-/// KiB).
+/// limits to `max_send_size`. Eager up to 32 KiB of data with 256 KiB rings
+/// (one-way bandwidth in windows of 64: 32 KiB 6.3 -> 19.4 GB/s; 32 KiB
+/// latency 4.8 -> 2.2 us; measured here against single copy above 16 KiB).
+/// Not 64 KiB: through the ring it was faster in the machine's usual state
+/// (latency 5.4 -> 4.1 us) but slower in its slow cross-core state (6.6 ->
+/// 9.7 us, Open MPI 7.0), where a single copy moves each line once.
 ///
-/// The eager limit is as large as one record: on this kind of machine a
-/// single-copy (CMA) transfer costs about 1.5 us of system call before the
-/// first byte moves, while copying a message in and out of a ring wins up
-/// to about 128 KiB, so every message that fits one record goes eager (8
-/// KiB latency 3.3 -> 0.8 us, 4 KiB bandwidth 1.7 -> 10.5 GB/s, measured
-/// here). It counts the PML's headers, so 64 KiB of data is eager with 256
-/// KiB rings (16 KiB with 64 KiB rings). The immediate
+/// The eager limit is as large as one record, up to 32 KiB: on this kind of
+/// machine a single-copy (CMA) transfer costs about 1.5 us of system call
+/// before the first byte moves, while copying a message in and out of a
+/// ring wins up to there in every state (8 KiB latency 3.3 -> 0.8 us, 4 KiB
+/// bandwidth 1.7 -> 10.5 GB/s, measured here). It counts the PML's headers,
+/// so 32 KiB of data is eager with 256 KiB rings (16 KiB with 64 KiB
+/// rings). The immediate
 /// send takes 512 bytes with the headers, so the PML's default
 /// `pml_ob1_sendi_limit` of 256 data bytes goes through it whole (256-byte
 /// latency 0.227 -> 0.205 us, measured here).
 pub const DEFAULT_LIMITS: Limits = Limits {
-    eager_limit: 64 * 1024 + 64,
-    rndv_eager_limit: 64 * 1024 + 64,
+    eager_limit: 32 * 1024 + 64,
+    rndv_eager_limit: 32 * 1024 + 64,
     max_send_size: 64 * 1024 + 64,
     max_sendi_size: 512,
     rdma_pipeline_send_length: 1 << 62,
@@ -2246,10 +2247,11 @@ mod tests {
             assert_eq!(DATA_OFFSET + 128 + inbox + table, total, "{n} ranks");
             assert_eq!(SmBtl::segment_bytes(n, BIG_RING).unwrap(), total);
         }
-        // And a whole record goes eager with them: 64 KiB of data.
+        // And 32 KiB of data goes eager with them.
         let b = SmBtl::new(SmConfig::new(0, 2)).unwrap();
-        assert_eq!(b.limits().eager_limit, Ring::max_payload(BIG_RING));
-        assert!(b.limits().eager_limit >= (64 << 10) + 16);
+        assert_eq!(b.limits().eager_limit, DEFAULT_LIMITS.eager_limit);
+        assert!(b.limits().eager_limit >= (32 << 10) + 16);
+        assert_eq!(b.limits().max_send_size, Ring::max_payload(BIG_RING));
     }
 
     #[test]
