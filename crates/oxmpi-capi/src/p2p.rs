@@ -830,8 +830,28 @@ unsafe fn recv_small(
     blocking: bool,
     cap: usize,
 ) -> Option<oxmpi::Status> {
-    // A bad source or tag is refused below.
     let c = predefined_comm_live(comm)?;
+    // SAFETY: forwarded from the caller.
+    unsafe { recv_small_on(c, buf, n, dt, source, tag, blocking, cap) }
+}
+
+/// [`recv_small`] on the communicator `c` already looked up.
+///
+/// # Safety
+/// As for [`recv_small`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn recv_small_on(
+    c: &CommObj,
+    buf: *mut c_void,
+    n: c_int,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    blocking: bool,
+    cap: usize,
+) -> Option<oxmpi::Status> {
+    // A bad source or tag is refused below.
     // No more than `cap` bytes are taken: a longer message does not fit
     // the buffer as given and stays for the general path.
     let len = contiguous_bytes(buf.is_null(), n.into(), dt)?.min(cap);
@@ -884,29 +904,28 @@ unsafe fn recv_inline(
     true
 }
 
-/// [`irecv_inline`] for a tag a received handle may not hold (`MPI_ANY_TAG`,
-/// or 2^15 and more): the message taken is the request's whether its status
-/// fits a received handle or needs a table entry holding the complete
-/// receive (which cannot fail: the state is there, and the table grows).
-/// Out of line, off `MPI_Irecv`'s usual path.
+/// [`irecv_inline`] for a tag a received handle may not hold
+/// (`MPI_ANY_TAG`, or 2^15 and more), on the communicator `c` it looked
+/// up: the handle is a received handle when the status fits one, else a
+/// table entry holding the complete receive (which cannot fail: the table
+/// grows). Out of line, off `MPI_Irecv`'s usual path.
 ///
 /// # Safety
 /// As for [`PMPI_Irecv`]; `req` is not null.
 #[inline(never)]
+#[cold]
 unsafe fn irecv_inline_any_tag(
-    buf: *mut c_void,
-    n: c_int,
-    dt: usize,
+    c: &CommObj,
+    (buf, n, dt): (*mut c_void, c_int, usize),
     source: c_int,
     tag: c_int,
-    comm: usize,
     req: *mut usize,
 ) -> bool {
     let Some(s) = crate::state::state_any() else {
         return false;
     };
     // SAFETY: forwarded from the caller.
-    let Some(st) = (unsafe { recv_small(buf, n, dt, source, tag, comm, false, usize::MAX) }) else {
+    let Some(st) = (unsafe { recv_small_on(c, buf, n, dt, source, tag, false, usize::MAX) }) else {
         return false;
     };
     let h = crate::state::received_handle(st.source_rank(), st.tag(), st.bytes())
@@ -917,10 +936,10 @@ unsafe fn irecv_inline_any_tag(
 }
 
 /// [`recv_small`] for `MPI_Irecv`: whether the message was received (then
-/// `*req` is a received handle carrying its status). A tag and source that
-/// such a handle holds (for `MPI_ANY_SOURCE`, every rank of the
-/// communicator) stay on this path, with no table entry; the rest
-/// (`MPI_ANY_TAG`, a tag of 2^15 or more) go to [`irecv_inline_any_tag`].
+/// `*req` is its handle). A tag and source that a received handle holds
+/// (for `MPI_ANY_SOURCE`, every rank of the communicator) give one, with
+/// no table entry, for up to `RECEIVED_MAX_BYTES`; the rest (`MPI_ANY_TAG`,
+/// a tag of 2^15 or more) go to [`irecv_inline_any_tag`].
 ///
 /// # Safety
 /// As for [`PMPI_Irecv`].
@@ -934,35 +953,25 @@ unsafe fn irecv_inline(
     comm: usize,
     req: *mut usize,
 ) -> bool {
-    // The highest source the handle may have to hold.
-    let top = if source == ANY_SOURCE {
-        match predefined_comm_live(comm) {
-            Some(c) => c.comm.size() - 1,
-            None => return false,
-        }
-    } else {
-        source
-    };
     if req.is_null() {
         return false;
     }
+    let Some(c) = predefined_comm_live(comm) else {
+        return false;
+    };
+    // The highest source the handle may have to hold.
+    let top = if source == ANY_SOURCE {
+        c.comm.size() - 1
+    } else {
+        source
+    };
     if crate::state::received_handle(top, tag, 0).is_none() {
-        // SAFETY: forwarded from the caller.
-        return unsafe { irecv_inline_any_tag(buf, n, dt, source, tag, comm, req) };
+        // SAFETY: forwarded from the caller; `req` is not null.
+        return unsafe { irecv_inline_any_tag(c, (buf, n, dt), source, tag, req) };
     }
+    let cap = crate::state::RECEIVED_MAX_BYTES;
     // SAFETY: forwarded from the caller.
-    let Some(st) = (unsafe {
-        recv_small(
-            buf,
-            n,
-            dt,
-            source,
-            tag,
-            comm,
-            false,
-            crate::state::RECEIVED_MAX_BYTES,
-        )
-    }) else {
+    let Some(st) = (unsafe { recv_small_on(c, buf, n, dt, source, tag, false, cap) }) else {
         return false;
     };
     // Fits: the source and tag were checked above, and no more than

@@ -931,14 +931,14 @@ impl<R: Copy, M> Engine<R, M> {
     /// context or source.
     #[inline]
     pub fn fresh_seq_any_source(&mut self, context: u32, source: u32) -> Option<&mut u16> {
-        if self.store.posted.len() > 0 {
+        if !self.nothing_for_any_source(context) {
             return None;
         }
-        let ctx = self.contexts.get_mut(&context)?;
-        if ctx.unexp_all.head != NIL {
-            return None;
-        }
-        let peer = ctx.peers.get_mut(source as usize)?;
+        let peer = self
+            .contexts
+            .get_mut(&context)?
+            .peers
+            .get_mut(source as usize)?;
         (peer.parked.head == NIL).then_some(&mut peer.expected_seq)
     }
 

@@ -293,6 +293,24 @@ fn world_late_reads() -> (World, Rc<Cell<u32>>) {
     (w, late)
 }
 
+/// [`world_late_reads`] with one 8-byte message of tag 5 from rank 0
+/// delivered to rank 1 (its bytes returned).
+fn late_world_with_one(seed: u8) -> (World, Rc<Cell<u32>>, Mem) {
+    let (mut w, late) = world_late_reads();
+    let mut src = Mem::pattern(8, seed);
+    to_rank1(&mut w, 0, &mut src, 5);
+    deliver_all(&mut w);
+    (w, late, src)
+}
+
+/// A standard send of `m` with `tag` from rank `from` to rank 1 (not yet
+/// delivered).
+fn to_rank1(w: &mut World, from: usize, m: &mut Mem, tag: i32) {
+    w.ranks[from]
+        .isend(m.buf(), 1, tag, CTX, SendMode::Standard)
+        .unwrap();
+}
+
 fn world(n: u32) -> World {
     world_with(n, SimConfig::default(), all_caps(), sim_pml())
 }
@@ -842,12 +860,8 @@ fn the_small_receive_from_any_source_takes_each_rank_in_turn() {
     // rank 0's after it by its own tag.
     let mut a = Mem::pattern(8, 1);
     let mut b = Mem::pattern(8, 2);
-    w.ranks[0]
-        .isend(a.buf(), 1, 5, CTX, SendMode::Standard)
-        .unwrap();
-    w.ranks[2]
-        .isend(b.buf(), 1, 6, CTX, SendMode::Standard)
-        .unwrap();
+    to_rank1(&mut w, 0, &mut a, 5);
+    to_rank1(&mut w, 2, &mut b, 6);
     deliver_all(&mut w);
     let st = w.ranks[1]
         .recv_small(&mut dst, Source::Any, Tag::Value(6), CTX, 1)
@@ -860,12 +874,8 @@ fn the_small_receive_from_any_source_takes_each_rank_in_turn() {
     // Rank 0's next is too long for the buffer: passed over; the ordinary
     // receive gets it.
     let mut long = Mem::pattern(64, 3);
-    w.ranks[0]
-        .isend(long.buf(), 1, 7, CTX, SendMode::Standard)
-        .unwrap();
-    w.ranks[2]
-        .isend(b.buf(), 1, 7, CTX, SendMode::Standard)
-        .unwrap();
+    to_rank1(&mut w, 0, &mut long, 7);
+    to_rank1(&mut w, 2, &mut b, 7);
     deliver_all(&mut w);
     let st = w.ranks[1]
         .recv_small(&mut dst, Source::Any, Tag::Value(7), CTX, 1)
@@ -877,15 +887,11 @@ fn the_small_receive_from_any_source_takes_each_rank_in_turn() {
     assert_eq!(m64.0, long.0);
     // Something unexpected on the communicator (rank 0's): nothing from
     // any source, though rank 2's own receive still takes rank 2's.
-    w.ranks[0]
-        .isend(a.buf(), 1, 8, CTX, SendMode::Standard)
-        .unwrap();
+    to_rank1(&mut w, 0, &mut a, 8);
     deliver_all(&mut w);
     w.ranks[1].progress();
     assert_eq!(w.ranks[1].counters().unexpected, before.unexpected + 1);
-    w.ranks[2]
-        .isend(b.buf(), 1, 8, CTX, SendMode::Standard)
-        .unwrap();
+    to_rank1(&mut w, 2, &mut b, 8);
     deliver_all(&mut w);
     assert!(w.ranks[1]
         .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
@@ -903,16 +909,12 @@ fn the_small_receive_from_any_source_takes_each_rank_in_turn() {
     let early = w.ranks[1]
         .irecv(posted.buf(), Source::Rank(0), Tag::Any, CTX)
         .unwrap();
-    w.ranks[2]
-        .isend(b.buf(), 1, 9, CTX, SendMode::Standard)
-        .unwrap();
+    to_rank1(&mut w, 2, &mut b, 9);
     deliver_all(&mut w);
     assert!(w.ranks[1]
         .recv_small(&mut dst, Source::Any, Tag::Any, CTX, 1)
         .is_none());
-    w.ranks[0]
-        .isend(a.buf(), 1, 9, CTX, SendMode::Standard)
-        .unwrap();
+    to_rank1(&mut w, 0, &mut a, 9);
     assert_eq!(w.wait(1, early).source, 0);
     let st = w.recv(1, m8.buf(), Source::Any, Tag::Value(9));
     assert_eq!(st.source, 2);
@@ -936,12 +938,7 @@ fn the_small_receive_from_any_source_takes_each_rank_in_turn() {
 /// message, then takes again.
 #[test]
 fn the_small_receive_from_any_source_polls_in_rounds_and_yields_to_progress() {
-    let (mut w, late) = world_late_reads();
-    let mut src = Mem::pattern(8, 4);
-    w.ranks[0]
-        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
-        .unwrap();
-    deliver_all(&mut w);
+    let (mut w, late, src) = late_world_with_one(4);
     let mut dst = [0u8; 8];
     // Two ranks (itself, over the self module, and rank 0): 8 polls are 8
     // reads in 4 rounds, 4 of rank 0's channel.
@@ -974,9 +971,7 @@ fn the_small_receive_from_any_source_polls_in_rounds_and_yields_to_progress() {
         // A run and one more (the ordinary receive's progress reads whatever
         // is there, so each round sends its own).
         for (i, b) in m.iter_mut().enumerate().skip(next).take(run + 1) {
-            w.ranks[0]
-                .isend(b.buf(), 1, i as i32, CTX, SendMode::Standard)
-                .unwrap();
+            to_rank1(&mut w, 0, b, i as i32);
         }
         deliver_all(&mut w);
         for _ in 0..run {
@@ -1062,12 +1057,7 @@ fn the_small_receive_from_any_source_keeps_each_senders_order() {
 /// reads up to its number of polls.
 #[test]
 fn the_small_receive_polls_only_where_arrivals_show_by_polling() {
-    let (mut w, late) = world_late_reads();
-    let mut src = Mem::pattern(8, 5);
-    w.ranks[0]
-        .isend(src.buf(), 1, 5, CTX, SendMode::Standard)
-        .unwrap();
-    deliver_all(&mut w);
+    let (mut w, late, _) = late_world_with_one(5);
     let mut dst = [0u8; 8];
     late.set(3);
     assert!(w.ranks[1]

@@ -483,6 +483,40 @@ fn rcache(u: &oxmpi::Universe, w: &Comm) {
     w.barrier().unwrap();
 }
 
+/// Calls `take` (a receive inside the call) until it takes a message: for
+/// up to 10 s when it `must` (the message is on its way and nothing else
+/// could claim it), else once. `None`: it took nothing.
+fn take_within(
+    must: bool,
+    mut take: impl FnMut() -> Option<oxmpi::Status>,
+) -> Option<oxmpi::Status> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(st) = take() {
+            return Some(st);
+        }
+        if !must || start.elapsed() > std::time::Duration::from_secs(10) {
+            return None;
+        }
+    }
+}
+
+/// Checks a message received into `buf` (filled with 0xee before): the
+/// bytes `want`, nothing written past them, and its status `(source, tag)`
+/// and byte count.
+fn check_taken(buf: &[u8], want: &[u8], st: &oxmpi::Status, (source, tag): (i32, i32), what: &str) {
+    let len = want.len();
+    check!(
+        buf[..len] == want[..]
+            && buf[len..].iter().all(|&b| b == 0xee)
+            && (st.source_rank(), st.tag(), st.bytes()) == (source, tag, len),
+        "{what} ({len} bytes): status {} {} {}",
+        st.source_rank(),
+        st.tag(),
+        st.bytes()
+    );
+}
+
 /// `Process::try_receive_inline` (and its spinning form): an eager message
 /// already here is taken inside the call (over shared memory: every one, up
 /// to 4000 bytes here, counted as an arrival), intact, with its status;
@@ -555,34 +589,21 @@ fn receive_inline(u: &oxmpi::Universe, w: &Comm) {
         // Over sm a message is taken in place once it is there: only the
         // partner's messages could stop it (something of it unexpected),
         // and it sends nothing else.
-        let wait = sm;
-        let start = std::time::Instant::now();
-        let got = loop {
-            let st = if i % 2 == 0 {
+        let got = take_within(sm, || {
+            if i % 2 == 0 {
                 other.try_receive_inline(&mut buf, sel)
             } else {
                 other.try_receive_inline_spinning(&mut buf, sel)
-            };
-            if let Some(st) = st {
-                taken += 1;
-                break Some(st);
             }
-            if !wait || start.elapsed() > std::time::Duration::from_secs(10) {
-                break None;
-            }
-        };
-        let st = match got {
-            Some(st) => st,
-            None => other.receive_into_with_tag(&mut buf[..], tag).unwrap(),
-        };
-        check!(
-            buf[..len] == want[..]
-                && buf[len..].iter().all(|&b| b == 0xee)
-                && (st.source_rank(), st.tag(), st.bytes()) == (peer, tag, len),
-            "message {i} ({len} bytes) from {peer}: status {} {} {}",
-            st.source_rank(),
-            st.tag(),
-            st.bytes()
+        });
+        taken += u64::from(got.is_some());
+        let st = got.unwrap_or_else(|| other.receive_into_with_tag(&mut buf[..], tag).unwrap());
+        check_taken(
+            &buf,
+            &want,
+            &st,
+            (peer, tag),
+            &format!("message {i} from {peer}"),
         );
     }
     check!(
@@ -708,33 +729,21 @@ fn receive_inline_any(w: &Comm) {
         );
         buf.fill(0xee);
         let sel = if i % 2 == 0 { None } else { Some(tag) };
-        let start = std::time::Instant::now();
-        let got = loop {
-            let st = if i < 2 {
+        let got = take_within(sm, || {
+            if i < 2 {
                 any.try_receive_inline(&mut buf, sel)
             } else {
                 any.try_receive_inline_spinning(&mut buf, sel)
-            };
-            if let Some(st) = st {
-                taken += 1;
-                break Some(st);
             }
-            if !sm || start.elapsed() > std::time::Duration::from_secs(10) {
-                break None;
-            }
-        };
-        let st = match got {
-            Some(st) => st,
-            None => any.receive_into_with_tag(&mut buf[..], tag).unwrap(),
-        };
-        check!(
-            buf[..len] == want[..]
-                && buf[len..].iter().all(|&b| b == 0xee)
-                && (st.source_rank(), st.tag(), st.bytes()) == (peer, tag, len),
-            "message {i} ({len} bytes) from any source: status {} {} {}",
-            st.source_rank(),
-            st.tag(),
-            st.bytes()
+        });
+        taken += usize::from(got.is_some());
+        let st = got.unwrap_or_else(|| any.receive_into_with_tag(&mut buf[..], tag).unwrap());
+        check_taken(
+            &buf,
+            &want,
+            &st,
+            (peer, tag),
+            &format!("message {i} from any source"),
         );
     }
     check!(

@@ -1694,13 +1694,18 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// ```
     #[inline(always)]
     pub fn try_send_inline(&self, data: &[u8], tag: i32) -> bool {
-        tag >= 0
-            && (0..self.comm.size()).contains(&self.rank)
-            && self
-                .comm
-                .rt()
-                .pml
-                .try_sendi(data, self.rank as u32, tag, self.comm.ctx)
+        let Some(dst) = self.inline_dst(tag) else {
+            return false;
+        };
+        self.comm.rt().pml.try_sendi(data, dst, tag, self.comm.ctx)
+    }
+
+    /// The rank of a send inside the call with `tag`: `None` for a negative
+    /// tag or a rank outside the communicator (`PROC_NULL` too), which only
+    /// the ordinary paths report.
+    #[inline(always)]
+    fn inline_dst(&self, tag: i32) -> Option<u32> {
+        (tag >= 0 && (0..self.comm.size()).contains(&self.rank)).then_some(self.rank as u32)
     }
 
     /// [`Process::try_send_inline`] for a message it does not take (above
@@ -1730,13 +1735,12 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// }
     /// ```
     pub fn try_send_eager(&self, data: &[u8], tag: i32) -> bool {
-        tag >= 0
-            && (0..self.comm.size()).contains(&self.rank)
-            && self
-                .comm
+        self.inline_dst(tag).is_some_and(|dst| {
+            self.comm
                 .rt()
                 .pml
-                .try_send_eager(data, self.rank as u32, tag, self.comm.ctx)
+                .try_send_eager(data, dst, tag, self.comm.ctx)
+        })
     }
 
     /// Receives into `buf` a message from this process with `tag` (`None`:

@@ -17,6 +17,30 @@ fn suite(np: u32, btl: &str, args: &[&str]) {
     );
 }
 
+/// [`suite`] with one more MCA parameter `(name, value)`.
+fn suite_with(np: u32, btl: &str, (name, value): (&str, &str), args: &[&str]) {
+    let mut cmd = std::process::Command::new(support::oxmpirun());
+    cmd.args([
+        "-n",
+        &np.to_string(),
+        "--mca",
+        "btl",
+        btl,
+        "--mca",
+        name,
+        value,
+    ])
+    .args(["--timeout", &LIMIT.as_secs().to_string()])
+    .arg(support::example("p2p_suite"))
+    .args(args);
+    let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
+    support::assert_ok(
+        &out,
+        "p2p_suite ok",
+        &format!("p2p_suite -n {np} btl={btl} {name}={value} {args:?}"),
+    );
+}
+
 #[test]
 fn sm_two_ranks_everything() {
     suite(2, "self,sm", &[]);
@@ -64,21 +88,7 @@ fn tcp_eight_ranks_on_two_cores() {
 fn tcp_two_links_stripe_rdma() {
     // Two tcp modules per peer: large transfers are striped over both
     // (the suite's protocol check asserts it from the counters).
-    let mut cmd = std::process::Command::new(support::oxmpirun());
-    cmd.args([
-        "-n",
-        "3",
-        "--mca",
-        "btl",
-        "self,tcp",
-        "--mca",
-        "btl_tcp_links",
-        "2",
-    ])
-    .args(["--timeout", &LIMIT.as_secs().to_string()])
-    .arg(support::example("p2p_suite"));
-    let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
-    support::assert_ok(&out, "p2p_suite ok", "p2p_suite -n 3 tcp links=2");
+    suite_with(3, "self,tcp", ("btl_tcp_links", "2"), &[]);
 }
 
 #[test]
@@ -86,22 +96,12 @@ fn sm_small_rings_as_on_big_nodes() {
     // The 64 KiB rings (and 16 KiB eager limit) that nodes of more than 16
     // ranks get, set here: the suite's sizes cross that eager threshold
     // too.
-    let mut cmd = std::process::Command::new(support::oxmpirun());
-    cmd.args([
-        "-n",
-        "3",
-        "--mca",
-        "btl",
+    suite_with(
+        3,
         "self,sm",
-        "--mca",
-        "btl_sm_ring_size",
-        "65536",
-    ])
-    .args(["--timeout", &LIMIT.as_secs().to_string()])
-    .arg(support::example("p2p_suite"))
-    .args(["pairs", "modes", "any", "inline"]);
-    let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
-    support::assert_ok(&out, "p2p_suite ok", "p2p_suite -n 3 sm rings=64K");
+        ("btl_sm_ring_size", "65536"),
+        &["pairs", "modes", "any", "inline"],
+    );
 }
 
 #[test]
