@@ -660,6 +660,9 @@ pub(crate) struct State {
     free_toks: Vec<u32>,
     actions: VecDeque<Action>,
     pending: VecDeque<Action>,
+    /// RDMA gets and puts met while posting (`irecv`, `isend`, `start`...),
+    /// left for the next progress pass (see [`Ob1::run_actions`]).
+    copies: VecDeque<Action>,
     credits: Vec<usize>,
     owed: Vec<usize>,
     /// Our RGET sends not yet complete, per peer: while the peer is busy
@@ -1035,6 +1038,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 free_toks: Vec::with_capacity(256),
                 actions: VecDeque::with_capacity(64),
                 pending: VecDeque::with_capacity(64),
+                copies: VecDeque::with_capacity(64),
                 credits,
                 owed: vec![0; n],
                 rget_out: vec![0; n],
@@ -2121,12 +2125,53 @@ impl<B: ?Sized + Btl> Ob1<B> {
 
     /// Runs queued actions, then retries what was refused for lack of
     /// resources (each once per call).
+    /// Runs the queued work, as a call that posts or starts a request does
+    /// it: an RDMA get or put (a copy of up to a whole message, by a system
+    /// call of a hundred microseconds for a megabyte), and the decision on
+    /// a matched RGET that leads to one, are not run here but left in
+    /// `copies` for the next progress pass ([`Ob1::run_all_actions`]). So a
+    /// call that posts returns at once and the next post follows: when both
+    /// sides post receives and then sends (a bidirectional exchange), each
+    /// side's rendezvous headers go out before either starts copying, both
+    /// copy at once, and the split decision sees our own sends
+    /// (`rget_out`); ob1's posting calls do not read the BTLs at all.
     fn run_actions(&mut self) -> usize {
+        self.run_actions_as(true)
+    }
+
+    /// Runs all the queued work, copies left by posting calls first: the
+    /// progress pass's.
+    fn run_all_actions(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(a) = self.st.copies.pop_front() {
+            n += 1;
+            self.run_action(a);
+        }
+        n + self.run_actions_as(false)
+    }
+
+    /// Whether `a` copies data (an RDMA get or put), or decides how an RGET
+    /// is copied (its split with the sender looks at our own sends to the
+    /// peer, which a posting call may not have started yet): work that a
+    /// posting call leaves for progress.
+    fn is_copy(st: &State, a: &Action) -> bool {
+        match a {
+            Action::Get(_) | Action::Put(_) => true,
+            Action::Rndv(r) => st.unexp_rndv_info(*r).is_some_and(|(k, _)| k.is_some()),
+            _ => false,
+        }
+    }
+
+    fn run_actions_as(&mut self, posting: bool) -> usize {
         let mut n = 0;
         while let Some((b, id)) = self.st.dereg.pop() {
             self.btls[b].deregister_mem(id);
         }
         while let Some(a) = self.st.actions.pop_front() {
+            if posting && Self::is_copy(&self.st, &a) {
+                self.st.copies.push_back(a);
+                continue;
+            }
             n += 1;
             self.run_action(a);
         }
@@ -2137,9 +2182,17 @@ impl<B: ?Sized + Btl> Ob1<B> {
             let Some(a) = self.st.pending.pop_front() else {
                 break;
             };
+            if posting && Self::is_copy(&self.st, &a) {
+                self.st.copies.push_back(a);
+                continue;
+            }
             let before = self.st.pending.len();
             self.run_action(a);
             while let Some(a) = self.st.actions.pop_front() {
+                if posting && Self::is_copy(&self.st, &a) {
+                    self.st.copies.push_back(a);
+                    continue;
+                }
                 self.run_action(a);
             }
             if self.st.pending.len() <= before {
@@ -2565,8 +2618,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 n += self.btls[i].progress(&mut sink);
             }
         }
-        if self.st.has_queued() {
-            n += self.run_actions();
+        if self.st.has_queued() || !self.st.copies.is_empty() {
+            n += self.run_all_actions();
         }
         // Deregistrations of completed RDMA receives.
         n
@@ -2816,6 +2869,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
     pub fn has_work(&self) -> bool {
         !self.st.actions.is_empty()
             || !self.st.pending.is_empty()
+            || !self.st.copies.is_empty()
             || self.btls.iter().any(|b| !b.is_drained())
     }
 

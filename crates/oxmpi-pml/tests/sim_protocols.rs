@@ -1333,6 +1333,60 @@ fn no_split_while_the_peer_is_getting_from_us() {
 }
 
 #[test]
+fn posting_leaves_copies_for_progress_and_both_ways_nothing_splits() {
+    // The bidirectional exchange of a benchmark: each rank posts its
+    // receive, then its send. Rank 1 posts after rank 0's RGET came in
+    // (unexpected): the receive matches it inside `irecv`, but the copy
+    // (and the split decision) waits for progress, so rank 1's own send
+    // goes out first and neither side asks the other, busy with its own
+    // get, to put.
+    let mut w = world(2);
+    let len = 1 << 20;
+    let mut src = [Mem::pattern(len, 1), Mem::pattern(len, 2)];
+    let mut dst = [Mem::zeros(len), Mem::zeros(len)];
+    let r0 = w.ranks[0]
+        .irecv(dst[0].buf(), Source::Rank(1), Tag::Value(5), CTX)
+        .unwrap();
+    let s0 = w.ranks[0]
+        .isend(src[0].buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    w.run_until(|w| w.ranks[1].counters().unexpected > 0);
+    let r1 = w.ranks[1]
+        .irecv(dst[1].buf(), Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap();
+    let c = w.ranks[1].counters();
+    assert_eq!(
+        (c.rdma_get, c.bytes_received[0]),
+        (0, 0),
+        "copied while posting: {c:?}"
+    );
+    assert!(w.ranks[1].has_work(), "the get is left for progress");
+    let s1 = w.ranks[1]
+        .isend(src[1].buf(), 0, 5, CTX, SendMode::Standard)
+        .unwrap();
+    for (rank, id) in [(0, s0), (1, s1), (0, r0), (1, r1)] {
+        w.wait(rank, id);
+    }
+    assert_eq!(dst[1].0, src[0].0);
+    assert_eq!(dst[0].0, src[1].0);
+    for rank in 0..2 {
+        let c = w.ranks[rank].counters();
+        assert_eq!((c.rdma_get, c.rdma_split, c.puts), (1, 0, 0), "{c:?}");
+    }
+    // One way, the same receive after the send splits as before.
+    let r1 = w.ranks[1]
+        .irecv(dst[1].buf(), Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap();
+    let s0 = w.ranks[0]
+        .isend(src[0].buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    w.wait(0, s0);
+    w.wait(1, r1);
+    assert_eq!(dst[1].0, src[0].0);
+    assert_eq!(w.ranks[1].counters().rdma_split, 1);
+}
+
+#[test]
 fn a_persistent_receive_forgets_the_last_split() {
     // Round 1 is split; round 2 arrives while the receiver's own send to
     // the sender is open, so it is not: the receive must get it whole.
