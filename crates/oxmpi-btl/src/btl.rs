@@ -634,6 +634,28 @@ pub trait Btl {
     /// return, or fails with [`BtlError::NoResource`] having sent nothing.
     fn sendi(&mut self, ep: Endpoint, tag: AmTag, parts: &[&[u8]]) -> Result<(), BtlError>;
 
+    /// Sends `hdr` followed by `len` bytes that `pack` writes straight into
+    /// the BTL's own memory (the packed data of a non-contiguous buffer),
+    /// complete on return: `Ok(true)`. `Ok(false)` sends nothing: this BTL
+    /// has no such path, and the caller packs into [`Btl::alloc`]'s
+    /// descriptor and calls [`Btl::send`] (the default).
+    /// [`BtlError::NoResource`] sends nothing, for the caller to retry;
+    /// other errors are as [`Btl::send`]'s. `pack` is called at most once,
+    /// with exactly `len` bytes. The shared-memory BTL packs into its ring,
+    /// saving the copy from the descriptor (Open MPI's sm packs into its
+    /// shared fragments the same way).
+    fn send_packed(
+        &mut self,
+        ep: Endpoint,
+        tag: AmTag,
+        hdr: &[u8],
+        len: usize,
+        pack: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<bool, BtlError> {
+        let _ = (ep, tag, hdr, len, pack);
+        Ok(false)
+    }
+
     /// Whether this is one of this crate's BTLs, whose operations never
     /// call back into the PML that drives them. Only this crate can answer
     /// true (the argument's type cannot be named elsewhere); ask through

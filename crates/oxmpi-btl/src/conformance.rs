@@ -164,6 +164,7 @@ pub fn run_all<B: Btl>(mut make: impl FnMut() -> Pair<B>) {
     sendi_hdr_in_order(make());
     recv_small(make());
     send_every_size(make());
+    send_packed(make());
     ordering(make());
     progress_from(make());
     back_pressure(make());
@@ -612,6 +613,108 @@ pub fn send_every_size<B: Btl>(mut pair: Pair<B>) {
         );
     }
     drop(keep);
+}
+
+/// [`Btl::send_packed`] of every size class up to `max_send_size` (an
+/// 8-byte header, then what the packer writes): sent ones arrive with tag
+/// and content intact, in order among themselves where [`Caps::ORDERED`];
+/// the packer runs at most once, with exactly the bytes asked for, and not
+/// at all when the module answers `Ok(false)` (then nothing arrives); one
+/// byte past the limit is refused without sending. `must_send`: the module
+/// overrides it and every call must send.
+fn check_send_packed<B: Btl>(mut pair: Pair<B>, must_send: bool) {
+    let name = pair.sender().btl.name();
+    let max = pair.sender().btl.limits().max_send_size;
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    let mut expect = Vec::new();
+    for (i, &len) in sizes(max).iter().filter(|&&l| l >= 8).enumerate() {
+        let data = pattern(len, i as u8);
+        let (hdr, rest) = data.split_at(8);
+        let sent = loop {
+            let mut calls = 0;
+            let mut pack = |out: &mut [u8]| {
+                calls += 1;
+                assert_eq!(
+                    out.len(),
+                    rest.len(),
+                    "{name}: packer given the wrong length"
+                );
+                out.copy_from_slice(rest);
+            };
+            let s = pair.sender();
+            let r = s
+                .btl
+                .send_packed(s.ep, AmTag(i as u8), hdr, rest.len(), &mut pack);
+            match r {
+                Ok(sent) => {
+                    assert_eq!(
+                        calls,
+                        usize::from(sent),
+                        "{name}: packer calls, sent={sent}"
+                    );
+                    break sent;
+                }
+                Err(BtlError::NoResource) => {
+                    assert_eq!(calls, 0, "{name}: packed, then refused");
+                    pair.pump(&mut tx, &mut rx);
+                }
+                Err(e) => panic!("{name}: send_packed of {len} bytes failed: {e}"),
+            }
+        };
+        assert!(
+            sent || !must_send,
+            "{name}: send_packed of {len} bytes sent nothing"
+        );
+        if sent {
+            expect.push((AmTag(i as u8), data));
+        }
+    }
+    let s = pair.sender();
+    let mut pack = |_: &mut [u8]| panic!("{name}: packed past max_send_size");
+    match s
+        .btl
+        .send_packed(s.ep, AmTag(0), &[0; 8], max - 7, &mut pack)
+    {
+        Ok(false) | Err(BtlError::TooLarge { .. }) => {}
+        other => panic!("{name}: send_packed past max_send_size: {other:?}"),
+    }
+    let n = expect.len();
+    pair.drive(&mut tx, &mut rx, "send_packed", |_, rx| rx.recvs.len() >= n);
+    assert_eq!(
+        rx.recvs.len(),
+        n,
+        "{name}: fragments that were not sent arrived"
+    );
+    if !pair.sender().btl.caps().contains(Caps::ORDERED) {
+        expect.sort_by_key(|(t, _)| t.0);
+        rx.recvs.sort_by_key(|(_, t, _)| t.0);
+    }
+    for ((tag, want), (_, got_tag, got)) in expect.iter().zip(&rx.recvs) {
+        assert_eq!(
+            tag,
+            got_tag,
+            "{name}: tag of a {}-byte packed send",
+            want.len()
+        );
+        assert!(
+            want == got,
+            "{name}: content of a {}-byte packed send",
+            want.len()
+        );
+    }
+}
+
+/// [`Btl::send_packed`]: what it sends arrives intact; a module may
+/// decline (`Ok(false)`, the default), sending nothing.
+pub fn send_packed<B: Btl>(pair: Pair<B>) {
+    check_send_packed(pair, false);
+}
+
+/// [`send_packed`] for a module that overrides [`Btl::send_packed`]:
+/// every call must send.
+pub fn send_packed_sends<B: Btl>(pair: Pair<B>) {
+    check_send_packed(pair, true);
 }
 
 /// Fragments on one endpoint arrive in send order (when the module

@@ -102,3 +102,8 @@ fn sm_delivers_from_one_peer_alone() {
 fn sm_takes_small_records_in_place() {
     conformance::recv_small_takes(sm_pair());
 }
+
+#[test]
+fn sm_packs_into_its_ring() {
+    conformance::send_packed_sends(sm_pair());
+}

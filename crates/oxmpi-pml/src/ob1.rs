@@ -2941,6 +2941,25 @@ fn send_frag<B: ?Sized + Btl>(
     (off, len): (usize, usize),
     inplace: bool,
 ) -> Option<SendOutcome> {
+    if !(inplace && buf.contig().is_some()) {
+        // Packed: straight into the BTL's memory where it can.
+        let mut pack = |out: &mut [u8]| {
+            buf.pack(off, out);
+        };
+        match btl.send_packed(ep, tag, hdr, len, &mut pack) {
+            Ok(true) => return Some(SendOutcome::Done),
+            Ok(false) => {}
+            Err(BtlError::NoResource) => {
+                st.counters.no_resource += 1;
+                st.pending.push_back(Action::Drive(r));
+                return None;
+            }
+            Err(e) => {
+                st.fail_btl(r, &e);
+                return None;
+            }
+        }
+    }
     let desc = match prepare_desc(btl, ep, hdr, buf, (off, len), inplace) {
         Ok(d) => d,
         Err(BtlError::NoResource) => {

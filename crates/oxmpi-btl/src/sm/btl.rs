@@ -1686,6 +1686,39 @@ impl Btl for SmBtl {
         }
     }
 
+    fn send_packed(
+        &mut self,
+        ep: Endpoint,
+        tag: AmTag,
+        hdr: &[u8],
+        len: usize,
+        pack: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<bool, BtlError> {
+        let total = hdr.len().saturating_add(len);
+        if total > self.limits.max_send_size {
+            return Err(BtlError::TooLarge {
+                what: "send_packed",
+                len: total,
+                limit: self.limits.max_send_size,
+            });
+        }
+        match self.tx(ep)?.try_reserve(total) {
+            Ok(mut r) => {
+                let (head, tail) = r.payload_mut().split_at_mut(hdr.len());
+                head.copy_from_slice(hdr);
+                pack(tail);
+                r.commit(tag.0);
+                Ok(true)
+            }
+            Err(SendError::Full) => Err(self.refused(ep)),
+            Err(SendError::TooLarge { len, max }) => Err(BtlError::TooLarge {
+                what: "send_packed",
+                len,
+                limit: max,
+            }),
+        }
+    }
+
     #[inline]
     fn sendi(&mut self, ep: Endpoint, tag: AmTag, parts: &[&[u8]]) -> Result<(), BtlError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
