@@ -1400,6 +1400,7 @@ entry! {
     /// `MPI_Waitany`.
     fn MPI_Waitany / PMPI_Waitany(n: c_int, reqs: *mut usize, index: *mut c_int, status: *mut CStatus) comm = None; {
         let n = count(n)?;
+        let mut polls = 0u32;
         loop {
             // SAFETY: the caller's array of `n` requests.
             if unsafe { all_inactive(n, reqs) } {
@@ -1419,7 +1420,8 @@ entry! {
                 }
                 return err.map_or(Ok(()), Err);
             }
-            std::thread::yield_now();
+            polls = polls.saturating_add(1);
+            state()?.universe.pause(polls);
         }
     }
 
@@ -1460,6 +1462,7 @@ entry! {
         n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus,
     ) comm = None; {
         let n = count(n)?;
+        let mut polls = 0u32;
         loop {
             // SAFETY: the caller's array of `n` requests.
             if unsafe { all_inactive(n, reqs) } {
@@ -1472,7 +1475,8 @@ entry! {
                 // SAFETY: the caller's arrays.
                 return unsafe { put_some(&done, outcount, indices, statuses) };
             }
-            std::thread::yield_now();
+            polls = polls.saturating_add(1);
+            state()?.universe.pause(polls);
         }
     }
 

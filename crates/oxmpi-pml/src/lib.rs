@@ -177,12 +177,14 @@ impl<B: ?Sized + Btl> Pml<B> {
         // lock is released between batches so other threads get their turn).
         let batch = self.batch;
         loop {
+            let mut busy = false;
             let out = self.with(|o| {
                 if let Some(v) = cond(o) {
                     return Some(v);
                 }
                 for _ in 0..batch {
                     if o.progress() > 0 {
+                        busy = true;
                         if let Some(v) = cond(o) {
                             return Some(v);
                         }
@@ -194,11 +196,24 @@ impl<B: ?Sized + Btl> Pml<B> {
                 return v;
             }
             polls = polls.saturating_add(batch);
-            if polls > self.spin {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            self.pause(polls, busy);
+        }
+    }
+
+    /// What a waiting loop does between its progress passes, `polls` passes
+    /// in (counting this one's): spin while under `pml_ob1_spin_count`,
+    /// then give the core away with `sched_yield`, but only after a pass
+    /// that found nothing to do (`busy` false), as Open MPI's
+    /// `yield_when_idle`: a rank that is receiving a stream keeps its core
+    /// (when oversubscribed, a yield after every pass that took a few
+    /// messages made eight ranks on two cores switch tasks about once per
+    /// message).
+    #[inline]
+    pub fn pause(&self, polls: u32, busy: bool) {
+        if polls > self.spin && !busy {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
         }
     }
 

@@ -444,6 +444,28 @@ impl<L: Level> Universe<L> {
         self.rt.pml.with(|o| o.counters())
     }
 
+    /// What a program's own waiting loop does between two polls of its
+    /// requests, the `polls`th (from 1): the same as the library's blocking
+    /// waits, spin while under `pml_ob1_spin_count`, then yield the core
+    /// (at once when oversubscribed). The C ABI's `MPI_Waitany` and
+    /// `MPI_Waitsome` call it between their sweeps.
+    ///
+    /// ```no_run
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let done = AtomicBool::new(false);
+    /// // ... another thread sets `done` ...
+    /// let mut polls = 0;
+    /// while !done.load(Ordering::Acquire) {
+    ///     polls += 1;
+    ///     universe.pause(polls);
+    /// }
+    /// ```
+    #[inline]
+    pub fn pause(&self, polls: u32) {
+        self.rt.pml.pause(polls, false);
+    }
+
     /// The registration cache's counters (`mpi_leave_pinned`): hits,
     /// misses, registrations made for one transfer only, entries dropped
     /// because their memory was released, evictions.
