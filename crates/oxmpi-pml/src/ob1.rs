@@ -479,6 +479,15 @@ enum Action {
     Get(ReqRef),
 }
 
+/// Whether queued action `a` works on request `r`.
+fn names(a: &Action, r: ReqRef) -> bool {
+    match a {
+        Action::Rndv(x) | Action::Drive(x) | Action::Start(x) | Action::Get(x) => *x == r,
+        Action::Put(ask) => ask.send_req == r,
+        Action::Ctl { .. } | Action::CtlVia { .. } => false,
+    }
+}
+
 /// A receiver's PUT request, to run.
 #[derive(Clone, Copy, Debug)]
 struct PutAsk {
@@ -660,8 +669,9 @@ pub(crate) struct State {
     free_toks: Vec<u32>,
     actions: VecDeque<Action>,
     pending: VecDeque<Action>,
-    /// RDMA gets and puts met while posting (`irecv`, `isend`, `start`...),
-    /// left for the next progress pass (see [`Ob1::run_actions`]).
+    /// RDMA gets and puts, and decisions on matched RGETs, met while
+    /// posting (`irecv`, `isend`, `start`, `cancel`...): left for the next
+    /// progress pass (see [`Ob1::run_actions`]).
     copies: VecDeque<Action>,
     credits: Vec<usize>,
     owed: Vec<usize>,
@@ -1791,6 +1801,16 @@ impl<B: ?Sized + Btl> Ob1<B> {
         req.active = true;
         req.done = false;
         req.status = Status::default();
+        // Work still queued for an earlier activation (a deferred copy, or
+        // a retry, of a transfer that failed meanwhile) must not run on
+        // this one: the request keeps its reference across activations.
+        if !self.st.copies.is_empty() || !self.st.pending.is_empty() {
+            self.st.copies.retain(|a| !names(a, r));
+            self.st.pending.retain(|a| !names(a, r));
+        }
+        let Some(req) = self.st.reqs.get_mut(r) else {
+            return Err(err(ErrClass::Request, "invalid request"));
+        };
         match &mut req.kind {
             Kind::Send(_) => self.start_send(r),
             Kind::Recv(_) => self.st.start_recv(r),
@@ -2124,9 +2144,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 
     /// Runs queued actions, then retries what was refused for lack of
-    /// resources (each once per call).
-    /// Runs the queued work, as a call that posts or starts a request does
-    /// it: an RDMA get or put (a copy of up to a whole message, by a system
+    /// resources (each once per call), as a call that posts or starts a
+    /// request does it: an RDMA get or put (a copy of up to a whole message, by a system
     /// call of a hundred microseconds for a megabyte), and the decision on
     /// a matched RGET that leads to one, are not run here but left in
     /// `copies` for the next progress pass ([`Ob1::run_all_actions`]). So a
@@ -2134,20 +2153,24 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// sides post receives and then sends (a bidirectional exchange), each
     /// side's rendezvous headers go out before either starts copying, both
     /// copy at once, and the split decision sees our own sends
-    /// (`rget_out`); ob1's posting calls do not read the BTLs at all.
+    /// (`rget_out`). (Open MPI's ob1 posting calls do not read the BTLs
+    /// at all; it gets inside `irecv` only for an RGET that an earlier
+    /// progress left unexpected.) The cost: an `MPI_Irecv` that matches an
+    /// RGET already here, followed by a long computation, holds the sender
+    /// until the receiver's next MPI call.
     fn run_actions(&mut self) -> usize {
         self.run_actions_as(true)
     }
 
-    /// Runs all the queued work, copies left by posting calls first: the
-    /// progress pass's.
+    /// Runs all the queued work: the progress pass's. Copies left by
+    /// posting calls join the front of the retries, so each runs once per
+    /// pass (one refused for lack of resources is not tried again in the
+    /// same pass).
     fn run_all_actions(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(a) = self.st.copies.pop_front() {
-            n += 1;
-            self.run_action(a);
+        while let Some(a) = self.st.copies.pop_back() {
+            self.st.pending.push_front(a);
         }
-        n + self.run_actions_as(false)
+        self.run_actions_as(false)
     }
 
     /// Whether `a` copies data (an RDMA get or put), or decides how an RGET
