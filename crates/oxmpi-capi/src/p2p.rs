@@ -2059,6 +2059,21 @@ unsafe fn sendrecv(
     comm: usize,
     status: *mut CStatus,
 ) -> Result<(), Error> {
+    // A small message on a predefined communicator: the send completes
+    // inside the call (an eager send waits for nothing, so sending first
+    // cannot deadlock), then the receive is an `MPI_Recv`, with no pair
+    // request.
+    if let (Ok(sn), Ok(rn)) = (c_int::try_from(scount), c_int::try_from(rcount)) {
+        // SAFETY: the caller's buffers and status, valid for the call.
+        if unsafe { send_inline_predefined(sbuf, sn, sdt, dest, stag, comm) } {
+            // SAFETY: as above.
+            if unsafe { recv_inline(rbuf, rn, rdt, source, rtag, comm, status) } {
+                return Ok(());
+            }
+            // SAFETY: as above.
+            return unsafe { recv(rbuf, rcount, rdt, source, rtag, comm, status) };
+        }
+    }
     let c = state()?.comm(comm)?;
     // SAFETY: the caller's buffers, valid for the call.
     let (sb, rb) = unsafe { (raw(sbuf, scount, sdt)?, raw(rbuf, rcount, rdt)?) };

@@ -1646,13 +1646,23 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let (Source::Rank(s), true) = (src, self.st.cfg.recv_arrived) else {
             return None;
         };
-        let mut left = polls.max(1);
+        let polls = polls.max(1);
+        let mut left = polls;
         loop {
             match self.recv_arrived(buf, s, tag, ctx) {
                 Arrived::Taken(status) => return Some(ReqId::received_inline(status)),
                 Arrived::Nothing(btl) => {
                     left -= 1;
                     if left == 0 || !self.btls[btl].polls_from_peer() {
+                        return None;
+                    }
+                    // Before reading again: a fitting message already
+                    // unexpected (left by a probe or an earlier progress)
+                    // is what posting takes at once; reading on would only
+                    // wait for another.
+                    if left + 1 == polls
+                        && matches!(self.st.engine.iprobe(u32::from(ctx), src, tag), Ok(Some(_)))
+                    {
                         return None;
                     }
                 }

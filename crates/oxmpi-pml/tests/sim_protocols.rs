@@ -595,6 +595,54 @@ fn a_message_already_here_keeps_matching_order() {
 }
 
 #[test]
+fn a_blocking_receive_of_a_probed_message_does_not_poll_on() {
+    // A probe left the message unexpected: the blocking receive's polling
+    // stops after its first empty read (posting takes the message at
+    // once) instead of reading all of its polls first.
+    let (mut w, late) = world_late_reads();
+    let mut src = Mem::pattern(8, 4);
+    let want = src.0.clone();
+    to_rank1(&mut w, 0, &mut src, 5);
+    deliver_all(&mut w);
+    while w.ranks[1]
+        .iprobe(Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap()
+        .is_none()
+    {}
+    late.set(100);
+    let mut dst = Mem::zeros(8);
+    let id = w.ranks[1]
+        .irecv_polling(dst.buf(), Source::Rank(0), Tag::Value(5), CTX, 64)
+        .unwrap();
+    assert_eq!(late.get(), 99, "reads before posting");
+    late.set(0);
+    assert_eq!(w.wait(1, id).tag, 5);
+    assert_eq!(dst.0, want);
+    // With nothing unexpected that fits, it polls on as before.
+    to_rank1(&mut w, 0, &mut src, 6);
+    deliver_all(&mut w);
+    while w.ranks[1]
+        .iprobe(Source::Rank(0), Tag::Value(6), CTX)
+        .unwrap()
+        .is_none()
+    {}
+    late.set(100);
+    let mut other = Mem::zeros(8);
+    let id = w.ranks[1]
+        .irecv_polling(other.buf(), Source::Rank(0), Tag::Value(7), CTX, 64)
+        .unwrap();
+    assert_eq!(late.get(), 36, "64 reads for a tag nothing fits");
+    late.set(0);
+    let mut dst = Mem::zeros(8);
+    let r6 = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(6), CTX)
+        .unwrap();
+    assert_eq!(w.wait(1, r6).tag, 6);
+    w.ranks[1].cancel(id).unwrap();
+    assert!(w.wait(1, id).cancelled);
+}
+
+#[test]
 fn a_blocking_receive_polls_its_source_before_posting() {
     // The BTL sees a peer's fragments land by polling `progress_from`; the
     // message is "in flight" for the first 3 reads.

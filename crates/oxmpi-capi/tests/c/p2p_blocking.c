@@ -28,6 +28,9 @@
  *    (MPI_STATUS_IGNORE every third); then 2000 rounds of an 8-byte
  *    ping-pong, each message numbered, every other receive from
  *    MPI_ANY_SOURCE.
+ *  - MPI_Sendrecv around the ring, 0 to 70000 bytes (crossing the small
+ *    path and the eager limits), with an exact source and tag, then
+ *    MPI_ANY_SOURCE, then MPI_ANY_TAG: data, guard bytes, status, count.
  *  - A zero-count receive (NULL buffer, MPI_BYTE) matches a zero-byte send;
  *    strict mode only (OXMPI_STRICT=1): also with MPI_DATATYPE_NULL as the
  *    receive datatype (MPICH accepts it, Open MPI 5 returns MPI_ERR_TYPE; the
@@ -50,6 +53,7 @@ static const char *mode_name[NMODES] = {"Send", "Bsend", "Ssend", "Rsend"};
 #define TAG_SMALL 500
 #define TAG_SMALL_LATE 501
 #define TAG_PING 502
+#define TAG_SENDRECV 600
 #define SMALL_MAX 60
 
 
@@ -332,6 +336,44 @@ int main(int argc, char **argv)
                 }
             }
         }
+    }
+
+    /* MPI_Sendrecv around a ring (small sizes take the small-message path:
+     * the send completes inside the call, then the receive): data from the
+     * left neighbour, status source/tag/count, with an exact source and tag,
+     * MPI_ANY_SOURCE and MPI_ANY_TAG, and a receive buffer with guard bytes
+     * past the message; sizes cross the eager limits. */
+    {
+        static const int sr_sizes[] = {0, 1, 8, 24, 40, 255, 4096, 40000, 70000};
+        int right = (rank + 1) % size, left = (rank + size - 1) % size, k, i, round;
+        unsigned char *sb = malloc(70000), *rb = malloc(70000 + 16);
+        CHECK(sb && rb, "sendrecv buffers");
+        /* every rank is past the sections above, whose MPI_ANY_SOURCE
+         * receives must not see these messages */
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        for (round = 0; round < 3; round++) {
+            for (k = 0; k < (int)(sizeof sr_sizes / sizeof sr_sizes[0]); k++) {
+                int n = sr_sizes[k], cnt = -1, tag = TAG_SENDRECV + k;
+                int src = round == 1 ? MPI_ANY_SOURCE : left, rtag = round == 2 ? MPI_ANY_TAG : tag;
+                MPI_Status st;
+                for (i = 0; i < n; i++)
+                    sb[i] = (unsigned char)(rank * 31 + k * 7 + i);
+                memset(rb, 0xee, (size_t)n + 16);
+                st.MPI_SOURCE = st.MPI_TAG = -999;
+                MPI_CHECK(MPI_Sendrecv(sb, n, MPI_BYTE, right, tag, rb, n + 16, MPI_BYTE, src, rtag,
+                                       MPI_COMM_WORLD, &st));
+                CHECK(st.MPI_SOURCE == left && st.MPI_TAG == tag, "sendrecv %d status %d/%d", n,
+                      st.MPI_SOURCE, st.MPI_TAG);
+                MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &cnt));
+                CHECK(cnt == n, "sendrecv %d count %d", n, cnt);
+                for (i = 0; i < n; i++)
+                    CHECK(rb[i] == (unsigned char)(left * 31 + k * 7 + i), "sendrecv %d byte %d", n, i);
+                for (i = n; i < n + 16; i++)
+                    CHECK(rb[i] == 0xee, "sendrecv %d wrote past the message at %d", n, i);
+            }
+        }
+        free(sb);
+        free(rb);
     }
 
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
