@@ -2957,6 +2957,19 @@ fn prepare_desc<B: ?Sized + Btl>(
     }
 }
 
+/// A fragment the BTL did not take: queued for a retry from progress on
+/// `NoResource`, the request failed otherwise. Always `None`, for
+/// [`send_frag`] to return.
+fn frag_refused(st: &mut State, r: ReqRef, e: &BtlError) -> Option<SendOutcome> {
+    if *e == BtlError::NoResource {
+        st.counters.no_resource += 1;
+        st.pending.push_back(Action::Drive(r));
+    } else {
+        st.fail_btl(r, e);
+    }
+    None
+}
+
 /// Builds a descriptor of header `hdr` followed by message bytes
 /// `[off, off + len)` of `buf` (referenced in place when `inplace` and the
 /// buffer is contiguous, packed otherwise) and sends it with a token for
@@ -2982,28 +2995,12 @@ fn send_frag<B: ?Sized + Btl>(
         match btl.send_packed(ep, tag, hdr, len, &mut pack) {
             Ok(true) => return Some(SendOutcome::Done),
             Ok(false) => {}
-            Err(BtlError::NoResource) => {
-                st.counters.no_resource += 1;
-                st.pending.push_back(Action::Drive(r));
-                return None;
-            }
-            Err(e) => {
-                st.fail_btl(r, &e);
-                return None;
-            }
+            Err(e) => return frag_refused(st, r, &e),
         }
     }
     let desc = match prepare_desc(btl, ep, hdr, buf, (off, len), inplace) {
         Ok(d) => d,
-        Err(BtlError::NoResource) => {
-            st.counters.no_resource += 1;
-            st.pending.push_back(Action::Drive(r));
-            return None;
-        }
-        Err(e) => {
-            st.fail_btl(r, &e);
-            return None;
-        }
+        Err(e) => return frag_refused(st, r, &e),
     };
     let tok = st.alloc_tok(Tok { req: r, kind });
     match btl.send(desc, tag, tok) {

@@ -602,13 +602,17 @@ fn a_blocking_receive_of_a_probed_message_does_not_poll_on() {
     let (mut w, late) = world_late_reads();
     let mut src = Mem::pattern(8, 4);
     let want = src.0.clone();
-    to_rank1(&mut w, 0, &mut src, 5);
-    deliver_all(&mut w);
-    while w.ranks[1]
-        .iprobe(Source::Rank(0), Tag::Value(5), CTX)
-        .unwrap()
-        .is_none()
-    {}
+    // Rank 0 sends `tag`; rank 1 probes until the message is unexpected.
+    let probed = |w: &mut World, src: &mut Mem, tag: i32| {
+        to_rank1(w, 0, src, tag);
+        deliver_all(w);
+        while w.ranks[1]
+            .iprobe(Source::Rank(0), Tag::Value(tag), CTX)
+            .unwrap()
+            .is_none()
+        {}
+    };
+    probed(&mut w, &mut src, 5);
     late.set(100);
     let mut dst = Mem::zeros(8);
     let id = w.ranks[1]
@@ -619,13 +623,7 @@ fn a_blocking_receive_of_a_probed_message_does_not_poll_on() {
     assert_eq!(w.wait(1, id).tag, 5);
     assert_eq!(dst.0, want);
     // With nothing unexpected that fits, it polls on as before.
-    to_rank1(&mut w, 0, &mut src, 6);
-    deliver_all(&mut w);
-    while w.ranks[1]
-        .iprobe(Source::Rank(0), Tag::Value(6), CTX)
-        .unwrap()
-        .is_none()
-    {}
+    probed(&mut w, &mut src, 6);
     late.set(100);
     let mut other = Mem::zeros(8);
     let id = w.ranks[1]
@@ -1346,14 +1344,37 @@ fn split_transfers_stay_whole_while_the_share_moves() {
     assert_eq!((r.rdma_split, r.rdma_split_balanced), (1, 0), "{r:?}");
 }
 
+/// 1 MiB to send each way between ranks 0 and 1, and room to receive it.
+fn both_ways() -> ([Mem; 2], [Mem; 2]) {
+    let len = 1 << 20;
+    (
+        [Mem::pattern(len, 1), Mem::pattern(len, 2)],
+        [Mem::zeros(len), Mem::zeros(len)],
+    )
+}
+
+/// Waits for the four requests of a [`both_ways`] exchange (rank, id),
+/// checks the data, and that each rank got the other's message in one
+/// unsplit get.
+fn both_ways_done(w: &mut World, ids: [(usize, ReqId); 4], src: &[Mem; 2], dst: &[Mem; 2]) {
+    for (rank, id) in ids {
+        w.wait(rank, id);
+    }
+    assert_eq!(dst[1].0, src[0].0);
+    assert_eq!(dst[0].0, src[1].0);
+    for rank in 0..2 {
+        let c = w.ranks[rank].counters();
+        assert_eq!((c.rdma_get, c.rdma_split, c.puts), (1, 0, 0), "{c:?}");
+    }
+}
+
 #[test]
 fn no_split_while_the_peer_is_getting_from_us() {
     // Both ranks send 1 MiB to each other at once: each one's core is busy
     // getting the other's data, so neither receiver splits.
     let mut w = world(2);
     let len = 1 << 20;
-    let mut src = [Mem::pattern(len, 1), Mem::pattern(len, 2)];
-    let mut dst = [Mem::zeros(len), Mem::zeros(len)];
+    let (mut src, mut dst) = both_ways();
     let s0 = w.ranks[0]
         .isend(src[0].buf(), 1, 5, CTX, SendMode::Standard)
         .unwrap();
@@ -1366,15 +1387,7 @@ fn no_split_while_the_peer_is_getting_from_us() {
     let r1 = w.ranks[1]
         .irecv(dst[1].buf(), Source::Rank(0), Tag::Value(5), CTX)
         .unwrap();
-    for (rank, id) in [(0, s0), (1, s1), (0, r0), (1, r1)] {
-        w.wait(rank, id);
-    }
-    assert_eq!(dst[1].0, src[0].0);
-    assert_eq!(dst[0].0, src[1].0);
-    for rank in 0..2 {
-        let c = w.ranks[rank].counters();
-        assert_eq!((c.rdma_get, c.rdma_split), (1, 0), "{c:?}");
-    }
+    both_ways_done(&mut w, [(0, s0), (1, s1), (0, r0), (1, r1)], &src, &dst);
     // Once those are done, a one-way transfer splits again.
     transfer(&mut w, len, SendMode::Standard);
     assert_eq!(w.ranks[1].counters().rdma_split, 1);
@@ -1389,9 +1402,7 @@ fn posting_leaves_copies_for_progress_and_both_ways_nothing_splits() {
     // goes out first and neither side asks the other, busy with its own
     // get, to put.
     let mut w = world(2);
-    let len = 1 << 20;
-    let mut src = [Mem::pattern(len, 1), Mem::pattern(len, 2)];
-    let mut dst = [Mem::zeros(len), Mem::zeros(len)];
+    let (mut src, mut dst) = both_ways();
     let r0 = w.ranks[0]
         .irecv(dst[0].buf(), Source::Rank(1), Tag::Value(5), CTX)
         .unwrap();
@@ -1412,15 +1423,7 @@ fn posting_leaves_copies_for_progress_and_both_ways_nothing_splits() {
     let s1 = w.ranks[1]
         .isend(src[1].buf(), 0, 5, CTX, SendMode::Standard)
         .unwrap();
-    for (rank, id) in [(0, s0), (1, s1), (0, r0), (1, r1)] {
-        w.wait(rank, id);
-    }
-    assert_eq!(dst[1].0, src[0].0);
-    assert_eq!(dst[0].0, src[1].0);
-    for rank in 0..2 {
-        let c = w.ranks[rank].counters();
-        assert_eq!((c.rdma_get, c.rdma_split, c.puts), (1, 0, 0), "{c:?}");
-    }
+    both_ways_done(&mut w, [(0, s0), (1, s1), (0, r0), (1, r1)], &src, &dst);
     // One way, the same receive after the send splits as before.
     let r1 = w.ranks[1]
         .irecv(dst[1].buf(), Source::Rank(0), Tag::Value(5), CTX)
