@@ -1400,6 +1400,7 @@ entry! {
     /// `MPI_Waitany`.
     fn MPI_Waitany / PMPI_Waitany(n: c_int, reqs: *mut usize, index: *mut c_int, status: *mut CStatus) comm = None; {
         let n = count(n)?;
+        let universe = state()?.universe;
         let mut polls = 0u32;
         loop {
             // SAFETY: the caller's array of `n` requests.
@@ -1420,8 +1421,9 @@ entry! {
                 }
                 return err.map_or(Ok(()), Err);
             }
-            polls = polls.saturating_add(1);
-            state()?.universe.pause(polls);
+            // A sweep made a progress pass per request.
+            polls = polls.saturating_add(n as u32);
+            universe.pause(polls);
         }
     }
 
@@ -1462,6 +1464,7 @@ entry! {
         n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus,
     ) comm = None; {
         let n = count(n)?;
+        let universe = state()?.universe;
         let mut polls = 0u32;
         loop {
             // SAFETY: the caller's array of `n` requests.
@@ -1475,8 +1478,9 @@ entry! {
                 // SAFETY: the caller's arrays.
                 return unsafe { put_some(&done, outcount, indices, statuses) };
             }
-            polls = polls.saturating_add(1);
-            state()?.universe.pause(polls);
+            // A sweep made a progress pass per request.
+            polls = polls.saturating_add(n as u32);
+            universe.pause(polls);
         }
     }
 
@@ -2063,7 +2067,13 @@ unsafe fn sendrecv(
     // inside the call (an eager send waits for nothing, so sending first
     // cannot deadlock), then the receive is an `MPI_Recv`, with no pair
     // request.
-    if let (Ok(sn), Ok(rn)) = (c_int::try_from(scount), c_int::try_from(rcount)) {
+    // Only once the receive's arguments are known good: an erroneous call
+    // must fail before anything is sent.
+    if let (Ok(sn), Ok(rn), true) = (
+        c_int::try_from(scount),
+        c_int::try_from(rcount),
+        recv_args_ok(rbuf.is_null(), rcount, rdt, source, rtag, comm),
+    ) {
         // SAFETY: the caller's buffers and status, valid for the call.
         if unsafe { send_inline_predefined(sbuf, sn, sdt, dest, stag, comm) } {
             // SAFETY: as above.
@@ -2083,6 +2093,23 @@ unsafe fn sendrecv(
     // SAFETY: the caller's status.
     unsafe { put_status(status, &o.0) };
     o.1.map_or(Ok(()), Err)
+}
+
+/// Whether a receive of `n` elements of `dt` into a buffer (`null` or not)
+/// from `source` with `tag` on the predefined communicator `comm` has
+/// arguments no check would refuse: contiguous data of a predefined type,
+/// a source that is a rank of it, `MPI_ANY_SOURCE` or `MPI_PROC_NULL`, a
+/// tag of 0 or more or `MPI_ANY_TAG`. False for anything else (the caller
+/// then takes the general path, which checks and reports).
+fn recv_args_ok(null: bool, n: i64, dt: usize, source: c_int, tag: c_int, comm: usize) -> bool {
+    let Some(c) = predefined_comm_live(comm) else {
+        return false;
+    };
+    contiguous_bytes(null, n, dt).is_some()
+        && (tag >= 0 || tag == ANY_TAG)
+        && (source == ANY_SOURCE
+            || source == crate::comm::PROC_NULL
+            || (0..c.comm.size()).contains(&source))
 }
 
 /// `MPI_Isendrecv` with large counts.

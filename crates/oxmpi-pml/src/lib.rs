@@ -207,10 +207,13 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// `yield_when_idle`: a rank that is receiving a stream keeps its core
     /// (when oversubscribed, a yield after every pass that took a few
     /// messages made eight ranks on two cores switch tasks about once per
-    /// message).
+    /// message). A shared PML (`MPI_THREAD_MULTIPLE`) yields after every
+    /// pass past the spin budget, busy or not: its lock is not fair, and a
+    /// waiter that took it back at once could keep another thread, whose
+    /// call it waits for, out for as long as messages stream in.
     #[inline]
     pub fn pause(&self, polls: u32, busy: bool) {
-        if polls > self.spin && !busy {
+        if polls > self.spin && (!busy || self.inner.is_shared()) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

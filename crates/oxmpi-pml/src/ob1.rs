@@ -3013,13 +3013,7 @@ fn send_frag<B: ?Sized + Btl>(
         Err((d, e)) => {
             st.free_tok(tok);
             btl.free(d);
-            if e == BtlError::NoResource {
-                st.counters.no_resource += 1;
-                st.pending.push_back(Action::Drive(r));
-            } else {
-                st.fail_btl(r, &e);
-            }
-            None
+            frag_refused(st, r, &e)
         }
     }
 }

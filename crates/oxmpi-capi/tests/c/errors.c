@@ -21,6 +21,9 @@
  *     MPI_Waitall returns MPI_ERR_IN_STATUS with MPI_ERR_TRUNCATE in the
  *     truncated request's status.MPI_ERROR and MPI_SUCCESS (or MPI_ERR_PENDING,
  *     then the request is still active) in the other's.
+ *   Sendrecv whose receive half has count -1, source == size, a negative
+ *     tag or a null buffer -> MPI_ERR_COUNT, _RANK, _TAG, _BUFFER, and its
+ *     send half sends nothing
  *   Error_string works on every returned code.
  *   After all of that, ordinary communication still works.
  *
@@ -38,6 +41,8 @@
 #define TAG_TRUNC2 12
 #define TAG_GOOD 13
 #define TAG_FINAL 14
+#define TAG_SR 15
+#define TAG_SR_FENCE 16
 
 static void check_code_string(int code)
 {
@@ -181,6 +186,25 @@ int main(int argc, char **argv)
             MPI_CHECK(MPI_Get_count(&sts[1], MPI_INT, &n));
             CHECK(n == 2, "good message count %d", n);
         }
+    }
+
+    /* MPI_Sendrecv whose receive half is bad (count -1, source == size,
+     * negative tag, null buffer): the error class, and nothing sent (the
+     * right neighbour finds no message of that tag once a later message
+     * from us, on the same ordered channel, has arrived) */
+    {
+        int k, got = 1, bad_count[4] = {-1, 1, 1, 2}, bad_src[4] = {left, size, left, left};
+        int bad_tag[4] = {TAG_SR, TAG_SR, -5, TAG_SR}, want[4] = {MPI_ERR_COUNT, MPI_ERR_RANK,
+                                                                    MPI_ERR_TAG, MPI_ERR_BUFFER};
+        for (k = 0; k < 4; k++) {
+            rc = MPI_Sendrecv(obuf, 2, MPI_INT, right, TAG_SR, k == 3 ? NULL : ibuf, bad_count[k],
+                              MPI_INT, bad_src[k], bad_tag[k], MPI_COMM_WORLD, &st);
+            CHECK_CLASS(rc, want[k]);
+        }
+        MPI_CHECK(MPI_Send(obuf, 1, MPI_INT, right, TAG_SR_FENCE, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Recv(ibuf, 1, MPI_INT, left, TAG_SR_FENCE, MPI_COMM_WORLD, &st));
+        MPI_CHECK(MPI_Iprobe(left, TAG_SR, MPI_COMM_WORLD, &got, &st));
+        CHECK(!got, "a Sendrecv with a bad receive sent its message");
     }
 
     /* communication still works afterwards */
