@@ -805,7 +805,8 @@ unsafe fn isend_inline(
 }
 
 /// The small-message path of `MPI_Recv` and `MPI_Irecv` on
-/// `MPI_COMM_WORLD` or `MPI_COMM_SELF`: receives into `buf, n, dt`
+/// `MPI_COMM_WORLD` or `MPI_COMM_SELF` (`c`, looked up by the caller with
+/// [`predefined_comm_live`]): receives into `buf, n, dt`
 /// (contiguous bytes of a predefined type) from rank `source` (or from any
 /// rank for `MPI_ANY_SOURCE`) at once when the message can be taken whole
 /// inside the call with no request ([`oxmpi::Process::try_receive_inline`]
@@ -821,27 +822,6 @@ unsafe fn isend_inline(
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn recv_small(
-    buf: *mut c_void,
-    n: c_int,
-    dt: usize,
-    source: c_int,
-    tag: c_int,
-    comm: usize,
-    blocking: bool,
-    cap: usize,
-) -> Option<oxmpi::Status> {
-    let c = predefined_comm_live(comm)?;
-    // SAFETY: forwarded from the caller.
-    unsafe { recv_small_on(c, buf, n, dt, source, tag, blocking, cap) }
-}
-
-/// [`recv_small`] on the communicator `c` already looked up.
-///
-/// # Safety
-/// As for [`recv_small`].
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn recv_small_on(
     c: &CommObj,
     buf: *mut c_void,
     n: c_int,
@@ -895,8 +875,30 @@ unsafe fn recv_inline(
     comm: usize,
     status: *mut CStatus,
 ) -> bool {
+    let Some(c) = predefined_comm_live(comm) else {
+        return false;
+    };
     // SAFETY: forwarded from the caller.
-    let Some(st) = (unsafe { recv_small(buf, n, dt, source, tag, comm, true, usize::MAX) }) else {
+    unsafe { recv_inline_on(c, buf, n, dt, source, tag, status) }
+}
+
+/// [`recv_inline`] on the communicator `c` already looked up.
+///
+/// # Safety
+/// As for [`recv_inline`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn recv_inline_on(
+    c: &CommObj,
+    buf: *mut c_void,
+    n: c_int,
+    dt: usize,
+    source: c_int,
+    tag: c_int,
+    status: *mut CStatus,
+) -> bool {
+    // SAFETY: forwarded from the caller.
+    let Some(st) = (unsafe { recv_small(c, buf, n, dt, source, tag, true, usize::MAX) }) else {
         return false;
     };
     // SAFETY: the caller's status or MPI_STATUS_IGNORE.
@@ -925,7 +927,7 @@ unsafe fn irecv_inline_any_tag(
         return false;
     };
     // SAFETY: forwarded from the caller.
-    let Some(st) = (unsafe { recv_small_on(c, buf, n, dt, source, tag, false, usize::MAX) }) else {
+    let Some(st) = (unsafe { recv_small(c, buf, n, dt, source, tag, false, usize::MAX) }) else {
         return false;
     };
     let h = crate::state::received_handle(st.source_rank(), st.tag(), st.bytes())
@@ -971,7 +973,7 @@ unsafe fn irecv_inline(
     }
     let cap = crate::state::RECEIVED_MAX_BYTES;
     // SAFETY: forwarded from the caller.
-    let Some(st) = (unsafe { recv_small_on(c, buf, n, dt, source, tag, false, cap) }) else {
+    let Some(st) = (unsafe { recv_small(c, buf, n, dt, source, tag, false, cap) }) else {
         return false;
     };
     // Fits: the source and tag were checked above, and no more than
@@ -2069,15 +2071,13 @@ unsafe fn sendrecv(
     // request.
     // Only once the receive's arguments are known good: an erroneous call
     // must fail before anything is sent.
-    if let (Ok(sn), Ok(rn), true) = (
-        c_int::try_from(scount),
-        c_int::try_from(rcount),
-        recv_args_ok(rbuf.is_null(), rcount, rdt, source, rtag, comm),
-    ) {
+    let fast = predefined_comm_live(comm)
+        .filter(|c| recv_args_ok(c, rbuf.is_null(), rcount, rdt, source, rtag));
+    if let (Some(c), Ok(rn)) = (fast, c_int::try_from(rcount)) {
         // SAFETY: the caller's buffers and status, valid for the call.
-        if unsafe { send_inline_predefined(sbuf, sn, sdt, dest, stag, comm) } {
+        if unsafe { send_inline(c, sbuf, scount, sdt, dest, stag) } {
             // SAFETY: as above.
-            if unsafe { recv_inline(rbuf, rn, rdt, source, rtag, comm, status) } {
+            if unsafe { recv_inline_on(c, rbuf, rn, rdt, source, rtag, status) } {
                 return Ok(());
             }
             // SAFETY: as above.
@@ -2096,15 +2096,12 @@ unsafe fn sendrecv(
 }
 
 /// Whether a receive of `n` elements of `dt` into a buffer (`null` or not)
-/// from `source` with `tag` on the predefined communicator `comm` has
+/// from `source` with `tag` on the predefined communicator `c` has
 /// arguments no check would refuse: contiguous data of a predefined type,
 /// a source that is a rank of it, `MPI_ANY_SOURCE` or `MPI_PROC_NULL`, a
 /// tag of 0 or more or `MPI_ANY_TAG`. False for anything else (the caller
 /// then takes the general path, which checks and reports).
-fn recv_args_ok(null: bool, n: i64, dt: usize, source: c_int, tag: c_int, comm: usize) -> bool {
-    let Some(c) = predefined_comm_live(comm) else {
-        return false;
-    };
+fn recv_args_ok(c: &CommObj, null: bool, n: i64, dt: usize, source: c_int, tag: c_int) -> bool {
     contiguous_bytes(null, n, dt).is_some()
         && (tag >= 0 || tag == ANY_TAG)
         && (source == ANY_SOURCE

@@ -907,12 +907,17 @@ impl<R: Copy, M> Engine<R, M> {
         if self.store.posted.len() > 0 {
             return None;
         }
-        let peer = self
-            .contexts
+        let peer = self.peer_mut(context, source)?;
+        (peer.parked.head == NIL && peer.unexp.head == NIL).then_some(&mut peer.expected_seq)
+    }
+
+    /// Sender `source`'s state on `context` (`None` for an unknown one).
+    #[inline(always)]
+    fn peer_mut(&mut self, context: u32, source: u32) -> Option<&mut Peer> {
+        self.contexts
             .get_mut(&context)?
             .peers
-            .get_mut(source as usize)?;
-        (peer.parked.head == NIL && peer.unexp.head == NIL).then_some(&mut peer.expected_seq)
+            .get_mut(source as usize)
     }
 
     /// [`Engine::fresh_seq`] for a receive from any source (`ANY_SOURCE`)
@@ -934,11 +939,7 @@ impl<R: Copy, M> Engine<R, M> {
         if !self.nothing_for_any_source(context) {
             return None;
         }
-        let peer = self
-            .contexts
-            .get_mut(&context)?
-            .peers
-            .get_mut(source as usize)?;
+        let peer = self.peer_mut(context, source)?;
         (peer.parked.head == NIL).then_some(&mut peer.expected_seq)
     }
 

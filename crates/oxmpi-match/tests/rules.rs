@@ -547,6 +547,25 @@ fn an_arrival_before_a_post_keeps_matching_order() {
     );
 }
 
+/// A receive posted (from another sender) turns a shortcut `next` off for
+/// sender 1; cancelled, it is back.
+fn posted_stops_the_shortcut(e: &mut E, next: &dyn Fn(&mut E, u32) -> Option<u16>) {
+    let h = posted(e.post_recv(C, Source::Rank(2), Tag::Value(9), 1).unwrap());
+    assert_eq!(next(e, 1), None);
+    assert!(e.cancel(h).is_some());
+    assert!(next(e, 1).is_some());
+}
+
+/// A message from `src` one ahead of its next number: parked.
+fn park_one_early(e: &mut E, src: u32) {
+    let seq = e.expected_seq(C, src).unwrap();
+    assert_eq!(
+        e.handle_arrival(C, src, 4, seq.wrapping_add(1), 8, "early")
+            .unwrap(),
+        Arrival::Parked
+    );
+}
+
 /// `fresh_seq` (the small receive's shortcut) names the next number from a
 /// sender only while nothing could take that sender's next message first:
 /// no receive posted anywhere, nothing of that sender unexpected with a
@@ -558,10 +577,7 @@ fn fresh_seq_only_while_nothing_else_could_take_the_message() {
     let next = |e: &mut E, src| e.fresh_seq(C, src).map(|s| *s);
     assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
     // A posted receive, from any sender: none.
-    let h = posted(e.post_recv(C, Source::Rank(2), Tag::Value(9), 1).unwrap());
-    assert_eq!(next(&mut e, 1), None);
-    assert!(e.cancel(h).is_some());
-    assert!(next(&mut e, 1).is_some());
+    posted_stops_the_shortcut(&mut e, &next);
     // Sender 2's unexpected message does not stop sender 1's shortcut; its
     // own does, until received.
     assert!(matches!(
@@ -588,12 +604,7 @@ fn fresh_seq_only_while_nothing_else_could_take_the_message() {
     ));
     assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
     // Out of order: parked, so none.
-    let seq = e.expected_seq(C, 1).unwrap();
-    assert_eq!(
-        e.handle_arrival(C, 1, 4, seq.wrapping_add(1), 8, "early")
-            .unwrap(),
-        Arrival::Parked
-    );
+    park_one_early(&mut e, 1);
     assert_eq!(next(&mut e, 1), None);
 }
 
@@ -611,10 +622,7 @@ fn fresh_seq_any_source_only_while_nothing_else_could_be_taken() {
     assert_eq!(next(&mut e, 9), None);
     assert_eq!(e.fresh_seq_any_source(C + 1, 1), None);
     // A posted receive, from any sender: none.
-    let h = posted(e.post_recv(C, Source::Rank(2), Tag::Value(9), 1).unwrap());
-    assert_eq!(next(&mut e, 1), None);
-    assert!(e.cancel(h).is_some());
-    assert!(next(&mut e, 1).is_some());
+    posted_stops_the_shortcut(&mut e, &next);
     // Sender 2's unexpected message stops every sender's shortcut (a
     // receive from any source would take it), until received.
     assert!(matches!(
@@ -637,12 +645,7 @@ fn fresh_seq_any_source_only_while_nothing_else_could_be_taken() {
     assert_eq!(next(&mut e, 1), e.expected_seq(C, 1).ok());
     // Sender 1 out of order: parked, so none for sender 1; sender 2's
     // shortcut stands.
-    let seq = e.expected_seq(C, 1).unwrap();
-    assert_eq!(
-        e.handle_arrival(C, 1, 4, seq.wrapping_add(1), 8, "early")
-            .unwrap(),
-        Arrival::Parked
-    );
+    park_one_early(&mut e, 1);
     assert_eq!(next(&mut e, 1), None);
     assert_eq!(next(&mut e, 2), e.expected_seq(C, 2).ok());
 }

@@ -1811,6 +1811,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         req.active = true;
         req.done = false;
         req.status = Status::default();
+        let send = matches!(req.kind, Kind::Send(_));
         // Work still queued for an earlier activation (a deferred copy, or
         // a retry, of a transfer that failed meanwhile) must not run on
         // this one: the request keeps its reference across activations.
@@ -1818,12 +1819,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
             self.st.copies.retain(|a| !names(a, r));
             self.st.pending.retain(|a| !names(a, r));
         }
-        let Some(req) = self.st.reqs.get_mut(r) else {
-            return Err(err(ErrClass::Request, "invalid request"));
-        };
-        match &mut req.kind {
-            Kind::Send(_) => self.start_send(r),
-            Kind::Recv(_) => self.st.start_recv(r),
+        if send {
+            self.start_send(r);
+        } else {
+            self.st.start_recv(r);
         }
         self.run_actions();
         Ok(())
@@ -2195,18 +2194,26 @@ impl<B: ?Sized + Btl> Ob1<B> {
         }
     }
 
+    /// `a` to run now, or `None` having left it in `copies` (a posting
+    /// call's copy, see [`Ob1::is_copy`]).
+    fn runnable(&mut self, posting: bool, a: Action) -> Option<Action> {
+        if posting && Self::is_copy(&self.st, &a) {
+            self.st.copies.push_back(a);
+            return None;
+        }
+        Some(a)
+    }
+
     fn run_actions_as(&mut self, posting: bool) -> usize {
         let mut n = 0;
         while let Some((b, id)) = self.st.dereg.pop() {
             self.btls[b].deregister_mem(id);
         }
         while let Some(a) = self.st.actions.pop_front() {
-            if posting && Self::is_copy(&self.st, &a) {
-                self.st.copies.push_back(a);
-                continue;
+            if let Some(a) = self.runnable(posting, a) {
+                n += 1;
+                self.run_action(a);
             }
-            n += 1;
-            self.run_action(a);
         }
         // Retry what was refused, in order, until a retry is refused again
         // (the resource is still exhausted: the rest would be too).
@@ -2215,18 +2222,15 @@ impl<B: ?Sized + Btl> Ob1<B> {
             let Some(a) = self.st.pending.pop_front() else {
                 break;
             };
-            if posting && Self::is_copy(&self.st, &a) {
-                self.st.copies.push_back(a);
+            let Some(a) = self.runnable(posting, a) else {
                 continue;
-            }
+            };
             let before = self.st.pending.len();
             self.run_action(a);
             while let Some(a) = self.st.actions.pop_front() {
-                if posting && Self::is_copy(&self.st, &a) {
-                    self.st.copies.push_back(a);
-                    continue;
+                if let Some(a) = self.runnable(posting, a) {
+                    self.run_action(a);
                 }
-                self.run_action(a);
             }
             if self.st.pending.len() <= before {
                 // A refused operation went through: that is progress.

@@ -612,25 +612,28 @@ fn a_blocking_receive_of_a_probed_message_does_not_poll_on() {
             .is_none()
         {}
     };
+    // A blocking receive of `tag` into `dst` (up to 64 reads): its
+    // handle, and how many reads it made before posting.
+    let receive = |w: &mut World, dst: &mut Mem, tag: i32| {
+        late.set(100);
+        let id = w.ranks[1]
+            .irecv_polling(dst.buf(), Source::Rank(0), Tag::Value(tag), CTX, 64)
+            .unwrap();
+        let reads = 100 - late.get();
+        late.set(0);
+        (id, reads)
+    };
     probed(&mut w, &mut src, 5);
-    late.set(100);
     let mut dst = Mem::zeros(8);
-    let id = w.ranks[1]
-        .irecv_polling(dst.buf(), Source::Rank(0), Tag::Value(5), CTX, 64)
-        .unwrap();
-    assert_eq!(late.get(), 99, "reads before posting");
-    late.set(0);
+    let (id, reads) = receive(&mut w, &mut dst, 5);
+    assert_eq!(reads, 1, "reads before posting");
     assert_eq!(w.wait(1, id).tag, 5);
     assert_eq!(dst.0, want);
     // With nothing unexpected that fits, it polls on as before.
     probed(&mut w, &mut src, 6);
-    late.set(100);
     let mut other = Mem::zeros(8);
-    let id = w.ranks[1]
-        .irecv_polling(other.buf(), Source::Rank(0), Tag::Value(7), CTX, 64)
-        .unwrap();
-    assert_eq!(late.get(), 36, "64 reads for a tag nothing fits");
-    late.set(0);
+    let (id, reads) = receive(&mut w, &mut other, 7);
+    assert_eq!(reads, 64, "64 reads for a tag nothing fits");
     let mut dst = Mem::zeros(8);
     let r6 = w.ranks[1]
         .irecv(dst.buf(), Source::Rank(0), Tag::Value(6), CTX)

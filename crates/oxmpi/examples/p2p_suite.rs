@@ -504,6 +504,46 @@ fn take_within(
 /// Checks a message received into `buf` (filled with 0xee before): the
 /// bytes `want`, nothing written past them, and its status `(source, tag)`
 /// and byte count.
+/// One message `want` of `tag` from `peer` through a small receive
+/// (`inline(buffer, tag selector, spinning)`): first refused into a buffer
+/// one byte short and for tag `tag + other` (nothing taken), then taken
+/// with selector `sel` in the spinning form or not (within 10 s where
+/// `must`, the messages being over sm), else received by `receive`; data,
+/// guard bytes and status checked. Whether it was taken in place.
+#[allow(clippy::too_many_arguments)]
+fn take_one(
+    buf: &mut [u8],
+    want: &[u8],
+    (peer, tag, other): (i32, i32, i32),
+    (sel, spin, must): (Option<i32>, bool, bool),
+    what: &str,
+    inline: impl Fn(&mut [u8], Option<i32>, bool) -> Option<oxmpi::Status>,
+    receive: impl FnOnce(&mut [u8]) -> oxmpi::Status,
+) -> bool {
+    let len = want.len();
+    // Too short a buffer, another tag: refused, nothing taken.
+    if len > 0 {
+        check!(
+            inline(&mut buf[..len - 1], Some(tag), false).is_none(),
+            "took {len} bytes into {}",
+            len - 1
+        );
+    }
+    check!(
+        inline(buf, Some(tag + other), false).is_none(),
+        "took tag {tag} for tag {}",
+        tag + other
+    );
+    buf.fill(0xee);
+    let got = take_within(must, || inline(buf, sel, spin));
+    let st = match got {
+        Some(st) => st,
+        None => receive(buf),
+    };
+    check_taken(buf, want, &st, (peer, tag), what);
+    got.is_some()
+}
+
 fn check_taken(buf: &[u8], want: &[u8], st: &oxmpi::Status, (source, tag): (i32, i32), what: &str) {
     let len = want.len();
     check!(
@@ -569,42 +609,25 @@ fn receive_inline(u: &oxmpi::Universe, w: &Comm) {
     for (i, &len) in lens.iter().enumerate() {
         let tag = 22 + (i % 2) as i32;
         let want = pattern(len, peer as usize + len);
-        // Too short a buffer, another tag: refused, nothing taken.
-        if len > 0 {
-            check!(
-                other
-                    .try_receive_inline(&mut buf[..len - 1], Some(tag))
-                    .is_none(),
-                "took {len} bytes into {}",
-                len - 1
-            );
-        }
-        check!(
-            other.try_receive_inline(&mut buf, Some(tag + 7)).is_none(),
-            "took tag {tag} for tag {}",
-            tag + 7
-        );
-        buf.fill(0xee);
         let sel = if i % 3 == 0 { None } else { Some(tag) };
         // Over sm a message is taken in place once it is there: only the
         // partner's messages could stop it (something of it unexpected),
         // and it sends nothing else.
-        let got = take_within(sm, || {
-            if i % 2 == 0 {
-                other.try_receive_inline(&mut buf, sel)
-            } else {
-                other.try_receive_inline_spinning(&mut buf, sel)
-            }
-        });
-        taken += u64::from(got.is_some());
-        let st = got.unwrap_or_else(|| other.receive_into_with_tag(&mut buf[..], tag).unwrap());
-        check_taken(
-            &buf,
+        taken += u64::from(take_one(
+            &mut buf,
             &want,
-            &st,
-            (peer, tag),
+            (peer, tag, 7),
+            (sel, i % 2 == 1, sm),
             &format!("message {i} from {peer}"),
-        );
+            |b, t, spin| {
+                if spin {
+                    other.try_receive_inline_spinning(b, t)
+                } else {
+                    other.try_receive_inline(b, t)
+                }
+            },
+            |b| other.receive_into_with_tag(b, tag).unwrap(),
+        ));
     }
     check!(
         u.counters().recv_arrived >= before + taken,
@@ -714,37 +737,22 @@ fn receive_inline_any(w: &Comm) {
     for (i, &len) in lens.iter().enumerate() {
         let tag = 40 + len as i32;
         let want = pattern(len, peer as usize + len);
-        if len > 0 {
-            check!(
-                any.try_receive_inline(&mut buf[..len - 1], Some(tag))
-                    .is_none(),
-                "took {len} bytes into {}",
-                len - 1
-            );
-        }
-        check!(
-            any.try_receive_inline(&mut buf, Some(tag + 1)).is_none(),
-            "took tag {tag} for tag {}",
-            tag + 1
-        );
-        buf.fill(0xee);
         let sel = if i % 2 == 0 { None } else { Some(tag) };
-        let got = take_within(sm, || {
-            if i < 2 {
-                any.try_receive_inline(&mut buf, sel)
-            } else {
-                any.try_receive_inline_spinning(&mut buf, sel)
-            }
-        });
-        taken += usize::from(got.is_some());
-        let st = got.unwrap_or_else(|| any.receive_into_with_tag(&mut buf[..], tag).unwrap());
-        check_taken(
-            &buf,
+        taken += usize::from(take_one(
+            &mut buf,
             &want,
-            &st,
-            (peer, tag),
+            (peer, tag, 1),
+            (sel, i >= 2, sm),
             &format!("message {i} from any source"),
-        );
+            |b, t, spin| {
+                if spin {
+                    any.try_receive_inline_spinning(b, t)
+                } else {
+                    any.try_receive_inline(b, t)
+                }
+            },
+            |b| any.receive_into_with_tag(b, tag).unwrap(),
+        ));
     }
     check!(
         !sm || taken == lens.len(),

@@ -965,6 +965,21 @@ impl SmBtl {
         self.sendi(ep, tag, &[hdr, data]).is_ok()
     }
 
+    /// The error of a ring's refusal of a record for `ep` in operation
+    /// `what`: [`SmBtl::refused`] for a full ring, `TooLarge` for one past
+    /// its largest record.
+    #[cold]
+    fn ring_error(&mut self, ep: Endpoint, e: SendError, what: &'static str) -> BtlError {
+        match e {
+            SendError::Full => self.refused(ep),
+            SendError::TooLarge { len, max } => BtlError::TooLarge {
+                what,
+                len,
+                limit: max,
+            },
+        }
+    }
+
     /// A send to `ep` was refused for lack of room: is the peer still there?
     #[cold]
     fn refused(&mut self, ep: Endpoint) -> BtlError {
@@ -1671,18 +1686,10 @@ impl Btl for SmBtl {
                 self.recycle(desc.buf);
                 Ok(SendOutcome::Done)
             }
-            Err(SendError::Full) => {
-                let e = self.refused(desc.ep);
+            Err(e) => {
+                let e = self.ring_error(desc.ep, e, "send");
                 Err((desc, e))
             }
-            Err(SendError::TooLarge { len, max }) => Err((
-                desc,
-                BtlError::TooLarge {
-                    what: "send",
-                    len,
-                    limit: max,
-                },
-            )),
         }
     }
 
@@ -1710,12 +1717,7 @@ impl Btl for SmBtl {
                 r.commit(tag.0);
                 Ok(true)
             }
-            Err(SendError::Full) => Err(self.refused(ep)),
-            Err(SendError::TooLarge { len, max }) => Err(BtlError::TooLarge {
-                what: "send_packed",
-                len,
-                limit: max,
-            }),
+            Err(e) => Err(self.ring_error(ep, e, "send_packed")),
         }
     }
 
@@ -1731,12 +1733,7 @@ impl Btl for SmBtl {
         }
         match self.tx(ep)?.try_send_len(tag.0, parts, len) {
             Ok(()) => Ok(()),
-            Err(SendError::Full) => Err(self.refused(ep)),
-            Err(SendError::TooLarge { len, max }) => Err(BtlError::TooLarge {
-                what: "sendi",
-                len,
-                limit: max,
-            }),
+            Err(e) => Err(self.ring_error(ep, e, "sendi")),
         }
     }
 
