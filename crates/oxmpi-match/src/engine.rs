@@ -13,10 +13,15 @@
 //!
 //! | selector            | posted receives            | unexpected messages          |
 //! |---------------------|----------------------------|------------------------------|
-//! | `(rank, tag)`       | hash bucket `(rank, tag)`  | hash bucket `(rank, tag)`    |
+//! | `(rank, tag)`       | hot list or hash bucket \* | hash bucket `(rank, tag)`    |
 //! | `(ANY_SOURCE, tag)` | hash bucket `tag`          | hash bucket `tag` (all ranks)|
 //! | `(rank, ANY_TAG)`   | per-rank list              | per-rank list, tags >= 0     |
 //! | `(ANY, ANY)`        | one list                   | one list, tags >= 0          |
+//!
+//! \* Each sender has four (`HOT_TAGS`) hot lists, each for one tag at a time:
+//! the first tags a sender's receives use are posted and matched there,
+//! with a few comparisons and no hashing; only a sender's further tags,
+//! while its hot lists are all in use, go to the hash map.
 //!
 //! A posted receive sits on one list; an unexpected message on up to four.
 //! Posted receives carry a context-wide posting sequence, so an arrival looks
@@ -155,16 +160,33 @@ struct Peer {
     unexp: List,
     /// Posted `(this rank, ANY_TAG)` receives in posting order.
     posted_any_tag: List,
-    /// Posted `(this rank, hot_tag)` receives in posting order: the one
-    /// exact bucket of this sender kept out of the hash map, so a program
-    /// that receives one tag at a time from a peer posts and matches with
-    /// no hashing. Invariant: the map's bucket `(this rank, hot_tag)` is
-    /// always empty (a tag becomes hot only when its map bucket is empty,
-    /// and while the hot list holds anything, receives of its tag join it).
-    hot: List,
-    /// The tag of `hot` (any value while `hot` is empty).
-    hot_tag: i32,
+    /// Posted `(this rank, hot_tag[i])` receives in posting order: up to
+    /// [`HOT_TAGS`] exact buckets of this sender kept out of the hash map,
+    /// so a program that receives a few tags at a time from a peer (a halo
+    /// exchange's directions, a data tag beside an acknowledgement) posts
+    /// and matches with no hashing. Invariants: the tags are distinct, and
+    /// the map's bucket `(this rank, hot_tag[i])` is always empty (an empty
+    /// list takes a new tag only when that tag's map bucket is empty, and
+    /// while a list keeps its tag, receives of that tag join it).
+    hot: [List; HOT_TAGS],
+    /// The tag of each `hot` list (an empty list keeps its last tag until
+    /// another tag takes it over).
+    hot_tag: [i32; HOT_TAGS],
+    /// How many of this sender's exact receives are in the map (when none,
+    /// a post can take over an empty hot list without looking there).
+    mapped: u32,
     stats: UnexpectedStats,
+}
+
+/// How many tags of one sender have a hot list ([`Peer::hot`]).
+const HOT_TAGS: usize = 4;
+
+impl Peer {
+    /// The hot list that holds tag `tag`'s exact receives, if one does.
+    #[inline(always)]
+    fn hot_of(&self, tag: i32) -> Option<usize> {
+        self.hot_tag.iter().position(|&t| t == tag)
+    }
 }
 
 /// Accounting change applied to a peer, its context and the engine totals.
@@ -277,8 +299,11 @@ impl Context {
                 parked: List::EMPTY,
                 unexp: List::EMPTY,
                 posted_any_tag: List::EMPTY,
-                hot: List::EMPTY,
-                hot_tag: 0,
+                hot: [List::EMPTY; HOT_TAGS],
+                // Distinct, as the invariant requires (no receive uses them
+                // yet, so any distinct values do).
+                hot_tag: std::array::from_fn(|i| i32::MIN + i as i32),
+                mapped: 0,
                 stats: UnexpectedStats::default(),
             })
             .collect();
@@ -428,15 +453,21 @@ impl Context {
         match (n.source, n.tag) {
             (Some(s), Some(t)) => {
                 let peer = &mut self.peers[s as usize];
-                if peer.hot_tag == t && !peer.hot.is_empty() {
-                    peer.hot.push_back(posted, 0, idx);
-                } else if peer.hot.is_empty()
-                    && bucket_head(&self.posted_exact, bucket_key(s, t)) == NIL
-                {
-                    peer.hot_tag = t;
-                    peer.hot.push_back(posted, 0, idx);
-                } else {
-                    bucket_push(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
+                let i = match peer.hot_of(t) {
+                    Some(i) => Some(i),
+                    None => peer.hot.iter().position(List::is_empty).filter(|_| {
+                        peer.mapped == 0 || bucket_head(&self.posted_exact, bucket_key(s, t)) == NIL
+                    }),
+                };
+                match i {
+                    Some(i) => {
+                        peer.hot_tag[i] = t;
+                        peer.hot[i].push_back(posted, 0, idx);
+                    }
+                    None => {
+                        peer.mapped += 1;
+                        bucket_push(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
+                    }
                 }
             }
             (None, Some(t)) => {
@@ -454,11 +485,15 @@ impl Context {
     fn unlink_posted<R>(&mut self, posted: &mut Slab<PostedNode<R>>, idx: u32) {
         let n = posted.get(idx);
         match (n.source, n.tag) {
-            (Some(s), Some(t)) if self.peers[s as usize].hot_tag == t => {
-                self.peers[s as usize].hot.unlink(posted, 0, idx)
-            }
             (Some(s), Some(t)) => {
-                bucket_unlink(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
+                let peer = &mut self.peers[s as usize];
+                match peer.hot_of(t) {
+                    Some(i) => peer.hot[i].unlink(posted, 0, idx),
+                    None => {
+                        peer.mapped -= 1;
+                        bucket_unlink(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
+                    }
+                }
             }
             (None, Some(t)) => {
                 self.n_any_source -= 1;
@@ -487,23 +522,24 @@ impl Context {
         tag: i32,
     ) -> Option<R> {
         let peer = &mut self.peers[source as usize];
-        // The exact receives are on the sender's hot list or in the map,
-        // never both.
-        let hot = peer.hot_tag == tag;
-        if hot
-            && self.n_any_source == 0
-            && (tag < 0 || (peer.posted_any_tag.is_empty() && self.posted_any.is_empty()))
-        {
-            // No wildcard receive could be earlier: the hot list's head is
-            // the one (or there is none).
-            let idx = peer.hot.pop_front(posted, 0)?;
-            return Some(posted.remove_with(idx, |n| n.recv));
+        // The exact receives of a tag are on one of the sender's hot lists
+        // or in the map, never both.
+        let hot = peer.hot_of(tag);
+        if let Some(i) = hot {
+            if self.n_any_source == 0
+                && (tag < 0 || (peer.posted_any_tag.is_empty() && self.posted_any.is_empty()))
+            {
+                // No wildcard receive could be earlier: the hot list's head
+                // is the one (or there is none).
+                let idx = peer.hot[i].pop_front(posted, 0)?;
+                return Some(posted.remove_with(idx, |n| n.recv));
+            }
         }
         let peer = &self.peers[source as usize];
-        let mut best = if hot {
-            peer.hot.head
-        } else {
-            bucket_head(&self.posted_exact, bucket_key(source, tag))
+        let mut best = match hot {
+            Some(i) => peer.hot[i].head,
+            None if peer.mapped == 0 => NIL,
+            None => bucket_head(&self.posted_exact, bucket_key(source, tag)),
         };
         let mut best_seq = if best == NIL {
             u64::MAX
@@ -666,7 +702,7 @@ impl<R: Copy, M> Engine<R, M> {
             .values()
             .chain(ctx.posted_any_source.values())
             .chain(ctx.peers.iter().map(|p| &p.posted_any_tag))
-            .chain(ctx.peers.iter().map(|p| &p.hot))
+            .chain(ctx.peers.iter().flat_map(|p| &p.hot))
             .chain(std::iter::once(&ctx.posted_any))
             .map(|l| l.head);
         for mut cur in heads {

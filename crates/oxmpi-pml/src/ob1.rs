@@ -694,6 +694,15 @@ pub(crate) struct State {
     /// Small receives from any source taken in a row (see
     /// [`ANY_SOURCE_RUN`]).
     any_source_run: u32,
+    /// The source rank and context whose eager channel a small receive
+    /// ([`Ob1::recv_small`]) last read and found empty: the receive that
+    /// posts next ([`Ob1::irecv`], which takes it), in the same call, does
+    /// not read that channel again a moment later. Only a shortcut: a
+    /// message that lands meanwhile goes to the posted receive with the
+    /// next progress, as any later one; and a note left by a small receive
+    /// that posted nothing costs at most one such read (the small path
+    /// does not clear it, so that it stores nothing more).
+    read_empty: Option<(u32, u16)>,
     bsend: Option<Bsend>,
     dereg: Vec<(usize, RegId)>,
     rcache: Rcache,
@@ -1064,6 +1073,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 tick: 0,
                 any_source_next: 0,
                 any_source_run: 0,
+                read_empty: None,
                 bsend: None,
                 dereg: Vec::new(),
                 rcache,
@@ -1541,7 +1551,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
             match btl.recv_small(ep, &m, dst) {
                 SmallRecv::Taken { hdr1, len } => break (hdr1, len),
                 SmallRecv::Empty if left > 1 && btl.polls_from_peer() => left -= 1,
-                _ => return None,
+                SmallRecv::Empty => {
+                    st.read_empty = Some((src, ctx));
+                    return None;
+                }
+                SmallRecv::Other => return None,
             }
         };
         *seq = seq.wrapping_add(1);
@@ -1646,6 +1660,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let (Source::Rank(s), true) = (src, self.st.cfg.recv_arrived) else {
             return None;
         };
+        // The small receive of this same call just found the channel
+        // empty: reading it again a moment later is all cost.
+        if std::mem::take(&mut self.st.read_empty) == Some((s, ctx)) && polls <= 1 {
+            return None;
+        }
         let polls = polls.max(1);
         let mut left = polls;
         loop {

@@ -644,6 +644,55 @@ fn a_blocking_receive_of_a_probed_message_does_not_poll_on() {
 }
 
 #[test]
+fn a_receive_posted_right_after_an_empty_small_read_does_not_read_again() {
+    // `MPI_Irecv`: the small receive reads the source's channel; found
+    // empty, the receive it then posts does not read the same channel a
+    // moment later. Any other receive reads as before.
+    let (mut w, late) = world_late_reads();
+    // Reads made posting a receive of tag 5 from rank 0 with `polls`
+    // (1: `irecv`, more: `irecv_polling`), after a small receive from the
+    // same source (which reads once) when `small`; its handle.
+    let post = |w: &mut World, small: bool, polls: u32, dst: &mut Mem| {
+        late.set(100);
+        if small {
+            let mut b = [0u8; 8];
+            let got = w.ranks[1].recv_small(&mut b, Source::Rank(0), Tag::Value(5), CTX, 1);
+            assert!(got.is_none());
+            assert_eq!(late.get(), 99, "the small receive reads once");
+        }
+        let before = late.get();
+        let id = w.ranks[1]
+            .irecv_polling(dst.buf(), Source::Rank(0), Tag::Value(5), CTX, polls)
+            .unwrap();
+        let reads = before - late.get();
+        late.set(0);
+        (id, reads)
+    };
+    let mut src = Mem::pattern(8, 3);
+    let want = src.0.clone();
+    let mut dst = Mem::zeros(8);
+    let (id, reads) = post(&mut w, true, 1, &mut dst);
+    assert_eq!(reads, 0, "no second read of the channel just found empty");
+    // The message sent afterwards reaches the posted receive by progress.
+    to_rank1(&mut w, 0, &mut src, 5);
+    deliver_all(&mut w);
+    assert_eq!(w.wait(1, id).tag, 5);
+    assert_eq!(dst.0, want);
+    // Without the small receive first, or for a blocking receive (which
+    // polls on), the reads are as before.
+    for (small, polls, want_reads) in [(false, 1, 1), (true, 64, 64)] {
+        let mut dst = Mem::zeros(8);
+        let (id, reads) = post(&mut w, small, polls, &mut dst);
+        assert_eq!(
+            reads, want_reads,
+            "small receive first: {small}, polls {polls}"
+        );
+        w.ranks[1].cancel(id).unwrap();
+        assert!(w.wait(1, id).cancelled);
+    }
+}
+
+#[test]
 fn a_blocking_receive_polls_its_source_before_posting() {
     // The BTL sees a peer's fragments land by polling `progress_from`; the
     // message is "in flight" for the first 3 reads.

@@ -315,15 +315,17 @@ pub fn source_from(n: u8) -> Source {
     }
 }
 
-/// Tags used by generators: a few user tags, two internal negative ones.
+/// Tags used by generators: five user tags and two internal negative
+/// ones, more than a sender has hot lists in the engine, so that receives
+/// go both to hot lists and to the hash map, and tags move between them.
 pub fn msg_tag_from(n: u8) -> i32 {
-    [0, 1, 2, -1, -2][(n % 5) as usize]
+    [0, 1, 2, 3, 4, -1, -2][(n % 7) as usize]
 }
 
 /// Tag selectors used by generators: message tags plus ANY_TAG.
 pub fn tag_from(n: u8) -> Tag {
-    match n % 6 {
-        5 => Tag::Any,
+    match n % 8 {
+        7 => Tag::Any,
         k => Tag::Value(msg_tag_from(k)),
     }
 }
