@@ -574,63 +574,43 @@ unsafe fn wait_all(
     mut put: impl FnMut(usize, Result<Outcome, Error>),
 ) -> Result<(), Error> {
     let s = state()?;
-    // The thread's vectors of its last wait, taken (not borrowed: a wait
-    // from inside a wait starts with empty ones), so a warm wait allocates
-    // nothing.
-    let (mut batch, mut batch_at) = WAIT_SCRATCH.try_with(Cell::take).unwrap_or_default();
     let mut others = Vec::new();
-    {
-        let mut t = lock(&s.requests);
-        for i in 0..n {
-            // SAFETY: the caller's array of `n` requests.
-            let p = unsafe { reqs.add(i) };
-            // SAFETY: as above.
-            let h = unsafe { *p };
-            if h == REQUEST_NULL {
-                put(i, Ok((CStatus::empty(), None)));
-                continue;
-            }
-            // A send completed inside `MPI_Isend`, or a receive inside
-            // `MPI_Irecv` (the handle is its status).
-            if let Some(st) = crate::state::Requests::done_untabled(h) {
-                put(i, Ok((st, None)));
-                // SAFETY: as above.
-                unsafe { *p = REQUEST_NULL };
-                continue;
-            }
-            match t.remove(h) {
-                None => put(
-                    i,
-                    Err(Error::new(
-                        ErrorClass::Request,
-                        format!("invalid request handle {h:#x}"),
-                    )),
-                ),
-                Some(ReqObj::Op(r, _)) => {
-                    if batch.is_empty() {
-                        batch.reserve(n - i);
-                        batch_at.reserve(n - i);
-                    }
-                    batch.push(r);
-                    batch_at.push(i);
-                    // SAFETY: as above.
-                    unsafe { *p = REQUEST_NULL };
+    if n <= oxmpi::request::WAIT_FEW {
+        // A few requests (the usual exchange): their operations wait from
+        // slots on the stack, with no vector kept between calls.
+        let mut few: [Option<Op>; oxmpi::request::WAIT_FEW] = Default::default();
+        let mut few_at = [0; oxmpi::request::WAIT_FEW];
+        let mut k = 0;
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            take_requests(s, n, reqs, &mut put, &mut others, |i, r| {
+                few[k] = Some(r);
+                few_at[k] = i;
+                k += 1;
+            })
+        };
+        oxmpi::request::wait_all_slots(&mut few[..k], |j, _, st| put(few_at[j], Ok(outcome(&st))));
+    } else {
+        // The thread's vectors of its last wait, taken (not borrowed: a
+        // wait from inside a wait starts with empty ones), so a warm wait
+        // allocates nothing.
+        let (mut batch, mut batch_at) = WAIT_SCRATCH.try_with(Cell::take).unwrap_or_default();
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            take_requests(s, n, reqs, &mut put, &mut others, |i, r| {
+                if batch.is_empty() {
+                    batch.reserve(n - i);
+                    batch_at.reserve(n - i);
                 }
-                // Complete already (a small `MPI_Isend`'s `REQUEST_SENT`):
-                // its outcome, as `complete` gives it, with no second pass.
-                Some(ReqObj::Done(st, e)) => {
-                    put(i, Ok((st, e.map(|e| *e))));
-                    // SAFETY: as above.
-                    unsafe { *p = REQUEST_NULL };
-                }
-                Some(obj) => others.push((i, h, obj)),
-            }
+                batch.push(r);
+                batch_at.push(i);
+            })
+        };
+        oxmpi::request::wait_all_drain(&mut batch, |k, _, st| put(batch_at[k], Ok(outcome(&st))));
+        batch_at.clear();
+        if batch.capacity() <= WAIT_KEEP_MAX {
+            let _ = WAIT_SCRATCH.try_with(|c| c.set((batch, batch_at)));
         }
-    }
-    oxmpi::request::wait_all_drain(&mut batch, |k, _, st| put(batch_at[k], Ok(outcome(&st))));
-    batch_at.clear();
-    if batch.capacity() <= WAIT_KEEP_MAX {
-        let _ = WAIT_SCRATCH.try_with(|c| c.set((batch, batch_at)));
     }
     for (i, h, obj) in others {
         put(
@@ -655,6 +635,67 @@ unsafe fn wait_all(
         );
     }
     Ok(())
+}
+
+/// `wait_all`'s pass over the handles, under the request table's lock:
+/// null and complete ones get their outcome from `put` at once (as do
+/// invalid ones, an error); each non-blocking operation leaves the table
+/// for `op(index, operation)`; anything else (persistent, generalized,
+/// paired requests) leaves it for `others`. Handles of what left the table
+/// are reset, except those in `others` (reset once complete).
+///
+/// # Safety
+/// `reqs` valid for `n` handles.
+#[inline(always)]
+unsafe fn take_requests(
+    s: &crate::state::State,
+    n: usize,
+    reqs: *mut usize,
+    put: &mut impl FnMut(usize, Result<Outcome, Error>),
+    others: &mut Vec<(usize, usize, ReqObj)>,
+    mut op: impl FnMut(usize, Op),
+) {
+    let mut t = lock(&s.requests);
+    for i in 0..n {
+        // SAFETY: the caller's array of `n` requests.
+        let p = unsafe { reqs.add(i) };
+        // SAFETY: as above.
+        let h = unsafe { *p };
+        if h == REQUEST_NULL {
+            put(i, Ok((CStatus::empty(), None)));
+            continue;
+        }
+        // A send completed inside `MPI_Isend`, or a receive inside
+        // `MPI_Irecv` (the handle is its status).
+        if let Some(st) = crate::state::Requests::done_untabled(h) {
+            put(i, Ok((st, None)));
+            // SAFETY: as above.
+            unsafe { *p = REQUEST_NULL };
+            continue;
+        }
+        match t.remove(h) {
+            None => put(
+                i,
+                Err(Error::new(
+                    ErrorClass::Request,
+                    format!("invalid request handle {h:#x}"),
+                )),
+            ),
+            Some(ReqObj::Op(r, _)) => {
+                op(i, r);
+                // SAFETY: as above.
+                unsafe { *p = REQUEST_NULL };
+            }
+            // Complete already (a small `MPI_Isend`'s `REQUEST_SENT`):
+            // its outcome, as `complete` gives it, with no second pass.
+            Some(ReqObj::Done(st, e)) => {
+                put(i, Ok((st, e.map(|e| *e))));
+                // SAFETY: as above.
+                unsafe { *p = REQUEST_NULL };
+            }
+            Some(obj) => others.push((i, h, obj)),
+        }
+    }
 }
 
 #[inline(always)]

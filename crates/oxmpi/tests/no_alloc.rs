@@ -4,7 +4,7 @@
 //! nothing (a singleton: no launcher needed). A scope reuses the entries of
 //! the thread's last scope, so opening one per window costs no allocation.
 //! Neither do owned sends completed together by `wait_all_drain` with the
-//! request vector reused.
+//! request vector reused, or by `wait_all_slots` from slots on the stack.
 //!
 //! One test only: MPI is initialized once per process.
 
@@ -80,4 +80,60 @@ fn a_scope_per_window_allocates_nothing_once_warm() {
     let n = allocations() - before;
     assert_eq!(n, 0, "{n} allocations in 200 warm wait_all_drain windows");
     assert_eq!(got, [WINDOW as u8 - 1; 8], "the last message arrived last");
+
+    // The same through `wait_all_slots` (what the C `MPI_Waitall` uses for
+    // up to `WAIT_FEW` requests): slots on the stack, nothing allocated
+    // but the data themselves, outcomes in slot order.
+    const { assert!(WINDOW <= oxmpi::request::WAIT_FEW) };
+    let slots_round = |pool: &mut Vec<Vec<u8>>, got: &mut [u8; 8]| {
+        let mut slots: [Option<_>; WINDOW] = Default::default();
+        for (s, b) in slots.iter_mut().zip(pool.drain(..)) {
+            *s = Some(me.immediate_send_owned_with_tag(b, 3).expect("isend"));
+        }
+        for _ in 0..WINDOW {
+            me.receive_into_with_tag(&mut got[..], 3).expect("recv");
+        }
+        let mut next = 0;
+        oxmpi::request::wait_all_slots(&mut slots, |i, b, st| {
+            assert_eq!(i, next, "outcomes in slot order");
+            next += 1;
+            assert!(st.error().is_none());
+            assert_eq!(b, [i as u8; 8]);
+            pool.push(b);
+        });
+        assert_eq!(next, WINDOW);
+        assert!(slots.iter().all(Option::is_none), "every slot emptied");
+    };
+    for _ in 0..50 {
+        slots_round(&mut pool, &mut got);
+    }
+    let before = allocations();
+    for _ in 0..200 {
+        slots_round(&mut pool, &mut got);
+    }
+    let n = allocations() - before;
+    assert_eq!(n, 0, "{n} allocations in 200 warm wait_all_slots windows");
+
+    // More slots than `WAIT_FEW`: the same outcomes, through the vectors.
+    let many = oxmpi::request::WAIT_FEW + 3;
+    let mut slots: Vec<Option<_>> = (0..many)
+        .map(|i| {
+            Some(
+                me.immediate_send_owned_with_tag(vec![i as u8; 8], 4)
+                    .expect("isend"),
+            )
+        })
+        .collect();
+    for i in 0..many {
+        me.receive_into_with_tag(&mut got[..], 4).expect("recv");
+        assert_eq!(got, [i as u8; 8]);
+    }
+    let mut seen = Vec::new();
+    oxmpi::request::wait_all_slots(&mut slots, |i, b, st| {
+        assert!(st.error().is_none());
+        assert_eq!(b, [i as u8; 8]);
+        seen.push(i);
+    });
+    assert_eq!(seen, (0..many).collect::<Vec<_>>());
+    assert!(slots.iter().all(Option::is_none));
 }
