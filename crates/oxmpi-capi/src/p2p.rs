@@ -454,17 +454,6 @@ pub unsafe fn test_one(req: *mut usize) -> Result<Option<Outcome>, Error> {
     unsafe { progress_one(req, false) }
 }
 
-/// Whether handle `h` is null or an inactive persistent request (ignored
-/// by the multiple-completion calls).
-fn inactive(h: usize) -> bool {
-    if h == REQUEST_NULL {
-        return true;
-    }
-    state().is_ok_and(
-        |s| matches!(lock(&s.requests).get(h), Some(ReqObj::Persistent(p, _)) if !p.is_active()),
-    )
-}
-
 /// Fills `statuses[i]` (unless `MPI_STATUSES_IGNORE`); `error`: the
 /// `MPI_ERROR` to set (left untouched when `None`).
 ///
@@ -483,37 +472,88 @@ unsafe fn put_status_at(statuses: *mut CStatus, i: usize, st: &CStatus, error: O
 }
 
 /// One pass over `reqs` completing what can complete (`any`: stop at the
-/// first); the completed indices and outcomes.
+/// first), after one progress pass: each completed index and outcome goes
+/// to `found`. Whether any request was active (neither null nor an
+/// inactive persistent request).
+///
+/// The request table is locked once for the pass, not three times per
+/// request, and non-blocking operations are only looked at
+/// ([`oxmpi::request::OwnedRequest::completed`]): one progress pass per
+/// sweep, as Open MPI's `ompi_request_default_wait_any` makes one
+/// `opal_progress` per round, instead of one per request. Requests of
+/// other kinds (persistent, paired, generalized, whose completion may run
+/// a user's query function) are tested with the lock released, as
+/// `MPI_Test` tests them.
 ///
 /// # Safety
 /// `reqs` valid for `n` handles.
-unsafe fn sweep(n: usize, reqs: *mut usize, any: bool) -> Result<Vec<(usize, Outcome)>, Error> {
-    let mut done = Vec::new();
+unsafe fn sweep(
+    n: usize,
+    reqs: *mut usize,
+    any: bool,
+    mut found: impl FnMut(usize, Outcome),
+) -> Result<bool, Error> {
+    let s = state()?;
+    s.universe.progress();
+    let mut active = false;
+    let mut t = lock(&s.requests);
     for i in 0..n {
         // SAFETY: the caller's array of `n` requests.
         let p = unsafe { reqs.add(i) };
         // SAFETY: as above.
-        if inactive(unsafe { *p }) {
+        let h = unsafe { *p };
+        if h == REQUEST_NULL {
             continue;
         }
-        // SAFETY: as above.
-        if let Some(o) = unsafe { progress_one(p, false) }? {
-            done.push((i, o));
+        if let Some(st) = crate::state::Requests::done_untabled(h) {
+            active = true;
+            // SAFETY: as above.
+            unsafe { *p = REQUEST_NULL };
+            found(i, (st, None));
             if any {
                 break;
             }
+            continue;
+        }
+        let op_done = match t.get(h) {
+            None => {
+                return Err(Error::new(
+                    ErrorClass::Request,
+                    format!("invalid request handle {h:#x}"),
+                ))
+            }
+            Some(ReqObj::Persistent(q, _)) if !q.is_active() => continue,
+            Some(ReqObj::Op(r, _)) => Some(r.completed()),
+            Some(_) => None,
+        };
+        active = true;
+        let outcome = match op_done {
+            Some(false) => continue,
+            Some(true) => {
+                let Some(ReqObj::Op(r, _)) = t.remove(h) else {
+                    unreachable!("looked up above");
+                };
+                // SAFETY: as above.
+                unsafe { *p = REQUEST_NULL };
+                finish(r)
+            }
+            None => {
+                drop(t);
+                // SAFETY: as above.
+                let o = unsafe { progress_one(p, false) }?;
+                t = lock(&s.requests);
+                match o {
+                    Some(o) => o,
+                    None => continue,
+                }
+            }
+        };
+        found(i, outcome);
+        if any {
+            break;
         }
     }
-    Ok(done)
-}
-
-/// Whether every handle of `reqs` is null or inactive.
-///
-/// # Safety
-/// `reqs` valid for `n` handles.
-unsafe fn all_inactive(n: usize, reqs: *const usize) -> bool {
-    // SAFETY: the caller's array.
-    (0..n).all(|i| inactive(unsafe { *reqs.add(i) }))
+    Ok(active)
 }
 
 /// `MPI_Waitsome`/`Testsome` output: indices and statuses; a failed one
@@ -1446,17 +1486,10 @@ entry! {
         let universe = state()?.universe;
         let mut polls = 0u32;
         loop {
+            let mut hit = None;
             // SAFETY: the caller's array of `n` requests.
-            if unsafe { all_inactive(n, reqs) } {
-                // SAFETY: the caller's out-parameters.
-                unsafe {
-                    put(index, UNDEFINED, "index")?;
-                    put_status(status, &CStatus::empty());
-                }
-                return Ok(());
-            }
-            // SAFETY: as above.
-            if let Some((i, (st, err))) = unsafe { sweep(n, reqs, true) }?.pop() {
+            let active = unsafe { sweep(n, reqs, true, |i, o| hit = Some((i, o))) }?;
+            if let Some((i, (st, err))) = hit {
                 // SAFETY: the caller's out-parameters.
                 unsafe {
                     put(index, i as c_int, "index")?;
@@ -1464,8 +1497,16 @@ entry! {
                 }
                 return err.map_or(Ok(()), Err);
             }
-            // A sweep made a progress pass per request.
-            polls = polls.saturating_add(n as u32);
+            if !active {
+                // SAFETY: the caller's out-parameters.
+                unsafe {
+                    put(index, UNDEFINED, "index")?;
+                    put_status(status, &CStatus::empty());
+                }
+                return Ok(());
+            }
+            // A sweep makes one progress pass.
+            polls = polls.saturating_add(1);
             universe.pause(polls);
         }
     }
@@ -1473,8 +1514,10 @@ entry! {
     /// `MPI_Testany`.
     fn MPI_Testany / PMPI_Testany(n: c_int, reqs: *mut usize, index: *mut c_int, flag: *mut c_int, status: *mut CStatus) comm = None; {
         let n = count(n)?;
+        let mut hit = None;
         // SAFETY: the caller's array of `n` requests.
-        if unsafe { all_inactive(n, reqs) } {
+        let active = unsafe { sweep(n, reqs, true, |i, o| hit = Some((i, o))) }?;
+        if !active {
             // SAFETY: the caller's out-parameters.
             unsafe {
                 put(index, UNDEFINED, "index")?;
@@ -1483,8 +1526,7 @@ entry! {
             }
             return Ok(());
         }
-        // SAFETY: as above.
-        match unsafe { sweep(n, reqs, true) }?.pop() {
+        match hit {
             Some((i, (st, err))) => {
                 // SAFETY: the caller's out-parameters.
                 unsafe {
@@ -1509,20 +1551,20 @@ entry! {
         let n = count(n)?;
         let universe = state()?.universe;
         let mut polls = 0u32;
+        let mut done = Vec::new();
         loop {
             // SAFETY: the caller's array of `n` requests.
-            if unsafe { all_inactive(n, reqs) } {
-                // SAFETY: the caller's out-parameter.
-                return unsafe { put(outcount, UNDEFINED, "outcount") };
-            }
-            // SAFETY: as above.
-            let done = unsafe { sweep(n, reqs, false) }?;
+            let active = unsafe { sweep(n, reqs, false, |i, o| done.push((i, o))) }?;
             if !done.is_empty() {
                 // SAFETY: the caller's arrays.
                 return unsafe { put_some(&done, outcount, indices, statuses) };
             }
-            // A sweep made a progress pass per request.
-            polls = polls.saturating_add(n as u32);
+            if !active {
+                // SAFETY: the caller's out-parameter.
+                return unsafe { put(outcount, UNDEFINED, "outcount") };
+            }
+            // A sweep makes one progress pass.
+            polls = polls.saturating_add(1);
             universe.pause(polls);
         }
     }
@@ -1532,13 +1574,13 @@ entry! {
         n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus,
     ) comm = None; {
         let n = count(n)?;
+        let mut done = Vec::new();
         // SAFETY: the caller's array of `n` requests.
-        if unsafe { all_inactive(n, reqs) } {
+        let active = unsafe { sweep(n, reqs, false, |i, o| done.push((i, o))) }?;
+        if !active {
             // SAFETY: the caller's out-parameter.
             return unsafe { put(outcount, UNDEFINED, "outcount") };
         }
-        // SAFETY: as above.
-        let done = unsafe { sweep(n, reqs, false) }?;
         // SAFETY: the caller's arrays.
         unsafe { put_some(&done, outcount, indices, statuses) }
     }
@@ -1547,18 +1589,22 @@ entry! {
     fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut usize, flag: *mut c_int, statuses: *mut CStatus) comm = None; {
         let n = count(n)?;
         let s = state()?;
+        // One progress pass, then each request is looked at under one
+        // lock of the table (as `sweep` does).
+        s.universe.progress();
+        let t = lock(&s.requests);
         let ready = (0..n).all(|i| {
             // SAFETY: the caller's array of `n` requests.
             let h = unsafe { *reqs.add(i) };
-            inactive(h)
-                || match lock(&s.requests).get(h) {
-                    Some(ReqObj::Op(r, _)) => r.is_complete(),
-                    Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
-                    Some(ReqObj::Persistent(p, _)) => p.is_complete(),
-                    Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
-                    Some(ReqObj::Done(..)) | None => true,
-                }
+            match t.get(h) {
+                Some(ReqObj::Op(r, _)) => r.completed(),
+                Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
+                Some(ReqObj::Persistent(p, _)) => !p.is_active() || p.is_complete(),
+                Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+                Some(ReqObj::Done(..)) | None => true,
+            }
         });
+        drop(t);
         // SAFETY: the caller's out-parameter.
         unsafe { put(flag, c_int::from(ready), "flag") }?;
         if !ready {

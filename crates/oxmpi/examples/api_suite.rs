@@ -437,6 +437,28 @@ fn collections(w: &Comm) {
             .unwrap();
         check!(back == [r * 10 + p], "echo from {p}");
     }
+    // A sweep's way (`MPI_Waitany` in the C layer): one progress pass,
+    // then `completed`, which looks without progressing. A receive from
+    // the rank before, whose message is sent after the receive is posted.
+    let prev = (r + n - 1) % n;
+    let next = (r + 1) % n;
+    let req = w
+        .process_at_rank(prev)
+        .immediate_receive_owned(vec![0i32; 2], 23)
+        .unwrap();
+    w.universe().progress();
+    check!(!req.completed(), "a receive completed before its message was sent");
+    // Nobody sends before everyone has looked.
+    w.barrier().unwrap();
+    w.process_at_rank(next)
+        .send_with_tag(&[r, 23][..], 23)
+        .unwrap();
+    while !req.completed() {
+        w.universe().progress();
+    }
+    let (buf, st) = req.wait().unwrap();
+    check!(st.error().is_none(), "completed receive's status");
+    check!(buf == [prev, 23], "completed receive's data from {prev}");
     // An empty collection.
     let mut none: Vec<oxmpi::request::Request> = Vec::new();
     check!(

@@ -1548,6 +1548,26 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
         })
     }
 
+    /// [`OwnedRequest::is_complete`] without the progress pass: whether
+    /// the operation had completed by the last progress (any MPI call's,
+    /// or [`Universe::progress`](crate::Universe::progress)). A sweep over
+    /// many requests progresses once and then asks each this.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let req = world.any_process().immediate_receive_owned(vec![0u8; 16], 0).unwrap();
+    /// while !req.completed() {
+    ///     universe.progress();
+    /// }
+    /// ```
+    pub fn completed(&self) -> bool {
+        self.id.map_or(true, |id| {
+            self.rt.pml.with(|o| o.is_complete(id).unwrap_or(true))
+        })
+    }
+
     /// The status at once when the operation completed inside the call
     /// that started it (a small eager send, or a receive whose message was already here: no
     /// request behind it), the request

@@ -466,6 +466,27 @@ impl<L: Level> Universe<L> {
         self.rt.pml.pause(polls, false);
     }
 
+    /// One progress pass (what a test makes before it looks at its
+    /// request); how many events it handled. With
+    /// [`OwnedRequest::completed`](crate::request::OwnedRequest::completed),
+    /// a sweep over many requests progresses once, not once per request.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let reqs: Vec<_> = (0..4)
+    ///     .map(|t| world.any_process().immediate_receive_owned(vec![0u8; 8], t).unwrap())
+    ///     .collect();
+    /// universe.progress();
+    /// let first = reqs.iter().position(|r| r.completed());
+    /// # let _ = first;
+    /// ```
+    #[inline]
+    pub fn progress(&self) -> usize {
+        self.rt.pml.with(|o| o.progress())
+    }
+
     /// The registration cache's counters (`mpi_leave_pinned`): hits,
     /// misses, registrations made for one transfer only, entries dropped
     /// because their memory was released, evictions.
