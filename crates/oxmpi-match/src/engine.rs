@@ -13,15 +13,21 @@
 //!
 //! | selector            | posted receives            | unexpected messages          |
 //! |---------------------|----------------------------|------------------------------|
-//! | `(rank, tag)`       | hot list or hash bucket \* | hash bucket `(rank, tag)`    |
-//! | `(ANY_SOURCE, tag)` | hash bucket `tag`          | hash bucket `tag` (all ranks)|
+//! | `(rank, tag)`       | hot list or hash bucket \* | hot list or hash bucket \*   |
+//! | `(ANY_SOURCE, tag)` | hash bucket `tag`          | hash bucket `tag` (all ranks) \*\*|
 //! | `(rank, ANY_TAG)`   | per-rank list              | per-rank list, tags >= 0     |
 //! | `(ANY, ANY)`        | one list                   | one list, tags >= 0          |
 //!
-//! \* Each sender has four (`HOT_TAGS`) hot lists, each for one tag at a time:
-//! the first tags a sender's receives use are posted and matched there,
-//! with a few comparisons and no hashing; only a sender's further tags,
-//! while its hot lists are all in use, go to the hash map.
+//! \* Each sender has four (`HOT_TAGS`) hot lists of posted receives and
+//! four of unexpected messages, each for one tag at a time: the first tags
+//! a sender's receives (messages) use are queued and matched there, with a
+//! few comparisons and no hashing; only a sender's further tags, while its
+//! hot lists are all in use, go to the hash map. A tag's queue is on one
+//! or the other, never split.
+//!
+//! \*\* Kept only from a context's first `(ANY_SOURCE, tag)` lookup on
+//! (built then from what is unexpected, in arrival order): a program that
+//! never makes one does not pay for it on every unexpected message.
 //!
 //! A posted receive sits on one list; an unexpected message on up to four.
 //! Posted receives carry a context-wide posting sequence, so an arrival looks
@@ -175,6 +181,16 @@ struct Peer {
     /// How many of this sender's exact receives are in the map (when none,
     /// a post can take over an empty hot list without looking there).
     mapped: u32,
+    /// This sender's unexpected messages of tag `uhot_tag[i]` in arrival
+    /// order, out of the hash map, with the same rules as `hot` (the map's
+    /// exact bucket of a hot tag is empty; an empty list takes a new tag
+    /// only when that tag's bucket is): a message that arrives before its
+    /// receive is queued and taken with no hashing.
+    uhot: [List; HOT_TAGS],
+    /// The tag of each `uhot` list.
+    uhot_tag: [i32; HOT_TAGS],
+    /// How many of this sender's unexpected messages are in the map.
+    umapped: u32,
     stats: UnexpectedStats,
 }
 
@@ -186,6 +202,13 @@ impl Peer {
     #[inline(always)]
     fn hot_of(&self, tag: i32) -> Option<usize> {
         self.hot_tag.iter().position(|&t| t == tag)
+    }
+
+    /// The `uhot` list that holds tag `tag`'s unexpected messages, if one
+    /// does.
+    #[inline(always)]
+    fn uhot_of(&self, tag: i32) -> Option<usize> {
+        self.uhot_tag.iter().position(|&t| t == tag)
     }
 }
 
@@ -282,8 +305,12 @@ struct Context {
     posted_any: List,
     /// Unexpected messages by `bucket_key`.
     unexp_exact: FxHashMap<u64, List>,
-    /// Unexpected messages by `tag_key`.
+    /// Unexpected messages by `tag_key`, kept only once `by_tag_on`.
     unexp_by_tag: FxHashMap<u64, List>,
+    /// Whether `unexp_by_tag` is kept: from the first `(ANY_SOURCE, tag)`
+    /// lookup on the context on (built then from the messages already
+    /// unexpected). A program that never asks for one pays nothing for it.
+    by_tag_on: bool,
     /// Unexpected messages with tag >= 0.
     unexp_all: List,
     next_post_seq: u64,
@@ -304,6 +331,9 @@ impl Context {
                 // yet, so any distinct values do).
                 hot_tag: std::array::from_fn(|i| i32::MIN + i as i32),
                 mapped: 0,
+                uhot: [List::EMPTY; HOT_TAGS],
+                uhot_tag: std::array::from_fn(|i| i32::MIN + i as i32),
+                umapped: 0,
                 stats: UnexpectedStats::default(),
             })
             .collect();
@@ -316,6 +346,7 @@ impl Context {
             posted_any: List::EMPTY,
             unexp_exact: FxHashMap::default(),
             unexp_by_tag: FxHashMap::default(),
+            by_tag_on: false,
             unexp_all: List::EMPTY,
             next_post_seq: 0,
             next_arrival: 0,
@@ -360,8 +391,8 @@ impl Context {
     /// MPI requires. An `ANY_SOURCE` post never looks at idle peers.
     #[inline]
     fn find_unexpected<M>(
-        &self,
-        unexp: &Slab<UnexpNode<M>>,
+        &mut self,
+        unexp: &mut Slab<UnexpNode<M>>,
         source: Option<u32>,
         tag: Option<i32>,
     ) -> Option<u32> {
@@ -370,7 +401,49 @@ impl Context {
         if unexp.len() == 0 {
             return None;
         }
+        if source.is_none() && tag.is_some() && !self.by_tag_on {
+            self.index_by_tag(unexp);
+        }
         self.unexpected_head(unexp, source, tag)
+    }
+
+    /// Starts keeping `unexp_by_tag`: every message already unexpected on
+    /// the context goes into its tag's bucket, in arrival order. Once per
+    /// context, at its first `(ANY_SOURCE, tag)` lookup.
+    #[cold]
+    #[inline(never)]
+    fn index_by_tag<M>(&mut self, unexp: &mut Slab<UnexpNode<M>>) {
+        self.by_tag_on = true;
+        let mut order: Vec<(u64, u32)> = Vec::new();
+        let heads = self
+            .unexp_exact
+            .values()
+            .chain(self.peers.iter().flat_map(|p| &p.uhot))
+            .map(|l| l.head);
+        for mut cur in heads {
+            while cur != NIL {
+                let node = unexp.get(cur);
+                order.push((node.arrival, cur));
+                cur = node.links[EXACT].next;
+            }
+        }
+        order.sort_unstable();
+        for (_, idx) in order {
+            let tag = unexp.get(idx).tag;
+            bucket_push(&mut self.unexp_by_tag, tag_key(tag), unexp, BY_TAG, idx);
+        }
+    }
+
+    /// The earliest unexpected message of `(source, tag)`, exactly (a hot
+    /// list's head, or the map's bucket's; `NIL` for none).
+    #[inline(always)]
+    fn unexp_exact_head(&self, source: u32, tag: i32) -> u32 {
+        let peer = &self.peers[source as usize];
+        match peer.uhot_of(tag) {
+            Some(i) => peer.uhot[i].head,
+            None if peer.umapped == 0 => NIL,
+            None => bucket_head(&self.unexp_exact, bucket_key(source, tag)),
+        }
     }
 
     /// [`Context::find_unexpected`] when something is unexpected.
@@ -383,8 +456,11 @@ impl Context {
         let head = match (source, tag) {
             // Nothing unexpected from `s` (with a user tag): no lookup.
             (Some(s), Some(t)) if t >= 0 && self.peers[s as usize].unexp.head == NIL => NIL,
-            (Some(s), Some(t)) => bucket_head(&self.unexp_exact, bucket_key(s, t)),
-            (None, Some(t)) => bucket_head(&self.unexp_by_tag, tag_key(t)),
+            (Some(s), Some(t)) => self.unexp_exact_head(s, t),
+            (None, Some(t)) => {
+                debug_assert!(self.by_tag_on, "indexed by find_unexpected");
+                bucket_head(&self.unexp_by_tag, tag_key(t))
+            }
             (Some(s), None) => self.peers[s as usize].unexp.head,
             (None, None) => self.unexp_all.head,
         };
@@ -407,14 +483,23 @@ impl Context {
             (n.source, n.tag, n.len)
         };
         let slab = &mut store.unexp;
-        bucket_unlink(
-            &mut self.unexp_exact,
-            bucket_key(source, tag),
-            slab,
-            EXACT,
-            idx,
-        );
-        bucket_unlink(&mut self.unexp_by_tag, tag_key(tag), slab, BY_TAG, idx);
+        let peer = &mut self.peers[source as usize];
+        match peer.uhot_of(tag) {
+            Some(i) => peer.uhot[i].unlink(slab, EXACT, idx),
+            None => {
+                peer.umapped -= 1;
+                bucket_unlink(
+                    &mut self.unexp_exact,
+                    bucket_key(source, tag),
+                    slab,
+                    EXACT,
+                    idx,
+                );
+            }
+        }
+        if self.by_tag_on {
+            bucket_unlink(&mut self.unexp_by_tag, tag_key(tag), slab, BY_TAG, idx);
+        }
         if tag >= 0 {
             self.peers[source as usize].unexp.unlink(slab, PEER, idx);
             self.unexp_all.unlink(slab, ALL, idx);
@@ -432,14 +517,32 @@ impl Context {
         };
         self.next_arrival += 1;
         let slab = &mut store.unexp;
-        bucket_push(
-            &mut self.unexp_exact,
-            bucket_key(source, tag),
-            slab,
-            EXACT,
-            idx,
-        );
-        bucket_push(&mut self.unexp_by_tag, tag_key(tag), slab, BY_TAG, idx);
+        let peer = &mut self.peers[source as usize];
+        let hot = match peer.uhot_of(tag) {
+            Some(i) => Some(i),
+            None => peer.uhot.iter().position(List::is_empty).filter(|_| {
+                peer.umapped == 0 || bucket_head(&self.unexp_exact, bucket_key(source, tag)) == NIL
+            }),
+        };
+        match hot {
+            Some(i) => {
+                peer.uhot_tag[i] = tag;
+                peer.uhot[i].push_back(slab, EXACT, idx);
+            }
+            None => {
+                peer.umapped += 1;
+                bucket_push(
+                    &mut self.unexp_exact,
+                    bucket_key(source, tag),
+                    slab,
+                    EXACT,
+                    idx,
+                );
+            }
+        }
+        if self.by_tag_on {
+            bucket_push(&mut self.unexp_by_tag, tag_key(tag), slab, BY_TAG, idx);
+        }
         if tag >= 0 {
             self.peers[source as usize].unexp.push_back(slab, PEER, idx);
             self.unexp_all.push_back(slab, ALL, idx);
@@ -718,8 +821,14 @@ impl<R: Copy, M> Engine<R, M> {
             .map(|(_, idx)| store.posted.remove_with(idx, |n| n.recv))
             .collect();
 
-        // Every unexpected message is on exactly one exact bucket.
-        for mut cur in ctx.unexp_exact.values().map(|l| l.head) {
+        // Every unexpected message is on exactly one exact list (a bucket of
+        // the map or a sender's hot list).
+        let heads = ctx
+            .unexp_exact
+            .values()
+            .chain(ctx.peers.iter().flat_map(|p| &p.uhot))
+            .map(|l| l.head);
+        for mut cur in heads {
             while cur != NIL {
                 let node = store.unexp.get(cur);
                 order.push((node.arrival, cur));
@@ -767,7 +876,7 @@ impl<R: Copy, M> Engine<R, M> {
         }
         let src = ctx.source_selector(source)?;
         let tag = tag_selector(tag);
-        if let Some(idx) = ctx.find_unexpected(&self.store.unexp, src, tag) {
+        if let Some(idx) = ctx.find_unexpected(&mut self.store.unexp, src, tag) {
             let n = ctx.remove_unexpected(&mut self.store, idx);
             return Ok(PostOutcome::Matched(Match {
                 recv,
@@ -1039,7 +1148,7 @@ impl<R: Copy, M> Engine<R, M> {
         if fresh_context != context
             || !fits(Some(fresh_source), fresh_tag, source, tag)
             || ctx
-                .find_unexpected(&self.store.unexp, Some(fresh_source), fresh_tag)
+                .find_unexpected(&mut self.store.unexp, Some(fresh_source), fresh_tag)
                 .is_some()
         {
             return None;
@@ -1062,21 +1171,21 @@ impl<R: Copy, M> Engine<R, M> {
     /// Because this returns the same message `post_recv` would take, that
     /// holds by construction.
     pub fn iprobe(
-        &self,
+        &mut self,
         context: u32,
         source: Source,
         tag: Tag,
     ) -> Result<Option<ProbeOutcome<MessageInfo>>, MatchError> {
         let ctx = self
             .contexts
-            .get(&context)
+            .get_mut(&context)
             .ok_or(MatchError::UnknownContext(context))?;
         if source == Source::ProcNull {
             return Ok(Some(ProbeOutcome::ProcNull));
         }
         let src = ctx.source_selector(source)?;
         Ok(ctx
-            .find_unexpected(&self.store.unexp, src, tag_selector(tag))
+            .find_unexpected(&mut self.store.unexp, src, tag_selector(tag))
             .map(|idx| {
                 let n = self.store.unexp.get(idx);
                 ProbeOutcome::Found(MessageInfo {
@@ -1113,7 +1222,7 @@ impl<R: Copy, M> Engine<R, M> {
             return Ok(Some(ProbeOutcome::ProcNull));
         }
         let src = ctx.source_selector(source)?;
-        let Some(idx) = ctx.find_unexpected(&self.store.unexp, src, tag_selector(tag)) else {
+        let Some(idx) = ctx.find_unexpected(&mut self.store.unexp, src, tag_selector(tag)) else {
             return Ok(None);
         };
         let n = ctx.remove_unexpected(&mut self.store, idx);
@@ -1134,7 +1243,7 @@ impl<R: Copy, M> Engine<R, M> {
     ) -> Option<MessageHandle<M>> {
         let ctx = self.contexts.get_mut(&context)?;
         ctx.check_rank(source).ok()?;
-        let mut cur = bucket_head(&ctx.unexp_exact, bucket_key(source, tag));
+        let mut cur = ctx.unexp_exact_head(source, tag);
         while cur != NIL {
             let node = self.store.unexp.get(cur);
             if node.source == source && node.tag == tag && pred(&node.msg) {

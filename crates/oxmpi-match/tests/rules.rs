@@ -437,7 +437,7 @@ fn contexts_are_isolated() {
         MatchError::RankOutOfRange { .. }
     ));
     // Two engines in one process are independent.
-    let other = engine(2);
+    let mut other = engine(2);
     assert_eq!(other.iprobe(C, Source::Any, Tag::Any).unwrap(), None);
     assert!(e.iprobe(C, Source::Any, Tag::Any).unwrap().is_some());
 }
@@ -648,4 +648,67 @@ fn fresh_seq_any_source_only_while_nothing_else_could_be_taken() {
     park_one_early(&mut e, 1);
     assert_eq!(next(&mut e, 1), None);
     assert_eq!(next(&mut e, 2), e.expected_seq(C, 2).ok());
+}
+
+/// A sender's first tags are kept on hot lists (four), further ones in the
+/// hash map: a tag whose receives or messages are in the map stays there
+/// until that queue is empty, even when a hot list frees up, so the queue
+/// of one `(source, tag)` is never split and its order holds.
+#[test]
+fn a_tag_in_the_map_stays_there_while_it_has_entries() {
+    // Unexpected side: tags 0..4 fill the hot lists, tag 4 goes to the map.
+    let mut e = engine(2);
+    for (t, m) in [(0, "t0"), (1, "t1"), (2, "t2"), (3, "t3"), (4, "first 4")] {
+        assert!(matches!(
+            arrive(&mut e, 0, t, 1, m),
+            MatchEvent::Queued { .. }
+        ));
+    }
+    // Tag 0's list empties; another message of tag 4 arrives.
+    let m = took(e.post_recv(C, Source::Rank(0), Tag::Value(0), 1).unwrap());
+    assert_eq!(m.msg, "t0");
+    arrive(&mut e, 0, 4, 2, "second 4");
+    // And a message of a new tag, which may take the free hot list.
+    arrive(&mut e, 0, 7, 3, "t7");
+    let a = took(e.post_recv(C, Source::Rank(0), Tag::Value(4), 2).unwrap());
+    let b = took(e.post_recv(C, Source::Rank(0), Tag::Value(4), 3).unwrap());
+    assert_eq!((a.msg, b.msg), ("first 4", "second 4"));
+    let c = took(e.post_recv(C, Source::Rank(0), Tag::Value(7), 4).unwrap());
+    assert_eq!(c.msg, "t7");
+
+    // Posted side: receives of tags 0..4, tag 4 in the map.
+    let mut e = engine(2);
+    for (t, r) in [(0, 10), (1, 11), (2, 12), (3, 13), (4, 14)] {
+        posted(e.post_recv(C, Source::Rank(0), Tag::Value(t), r).unwrap());
+    }
+    assert!(matches!(arrive(&mut e, 0, 0, 1, "m0"), MatchEvent::Matched(m) if m.recv == 10));
+    posted(e.post_recv(C, Source::Rank(0), Tag::Value(4), 15).unwrap());
+    posted(e.post_recv(C, Source::Rank(0), Tag::Value(7), 16).unwrap());
+    assert!(matches!(arrive(&mut e, 0, 4, 1, "m4"), MatchEvent::Matched(m) if m.recv == 14));
+    assert!(matches!(arrive(&mut e, 0, 4, 1, "m4'"), MatchEvent::Matched(m) if m.recv == 15));
+    assert!(matches!(arrive(&mut e, 0, 7, 1, "m7"), MatchEvent::Matched(m) if m.recv == 16));
+}
+
+/// The per-tag index of unexpected messages (for `(ANY_SOURCE, tag)`) is
+/// built at the first such lookup from what is already unexpected, in
+/// arrival order across senders, and kept from then on.
+#[test]
+fn an_any_source_lookup_sees_messages_that_came_before_it() {
+    let mut e = engine(3);
+    arrive(&mut e, 2, 6, 1, "from 2");
+    arrive(&mut e, 0, 6, 2, "from 0");
+    arrive(&mut e, 1, 9, 3, "other tag");
+    let p = e.iprobe(C, Source::Any, Tag::Value(6)).unwrap();
+    assert!(matches!(p, Some(ProbeOutcome::Found(i)) if i.envelope.source == 2));
+    let a = took(e.post_recv(C, Source::Any, Tag::Value(6), 1).unwrap());
+    assert_eq!(a.msg, "from 2");
+    // Kept from then on: later arrivals, and removals by exact receives.
+    arrive(&mut e, 1, 6, 4, "from 1");
+    let x = took(e.post_recv(C, Source::Rank(0), Tag::Value(6), 2).unwrap());
+    assert_eq!(x.msg, "from 0");
+    let b = took(e.post_recv(C, Source::Any, Tag::Value(6), 3).unwrap());
+    assert_eq!(b.msg, "from 1");
+    posted(e.post_recv(C, Source::Any, Tag::Value(6), 4).unwrap());
+    let c = took(e.post_recv(C, Source::Any, Tag::Value(9), 5).unwrap());
+    assert_eq!(c.msg, "other tag");
 }

@@ -447,7 +447,10 @@ fn collections(w: &Comm) {
         .immediate_receive_owned(vec![0i32; 2], 23)
         .unwrap();
     w.universe().progress();
-    check!(!req.completed(), "a receive completed before its message was sent");
+    check!(
+        !req.completed(),
+        "a receive completed before its message was sent"
+    );
     // Nobody sends before everyone has looked.
     w.barrier().unwrap();
     w.process_at_rank(next)
