@@ -414,12 +414,24 @@ pub unsafe fn progress_one(req: *mut usize, block: bool) -> Result<Option<Outcom
         return Ok(Some((CStatus::empty(), None)));
     }
     let s = state()?;
-    let obj = lock(&s.requests).remove(h).ok_or_else(|| {
+    let mut t = lock(&s.requests);
+    // A test of an operation still in flight looks at it in place (one
+    // progress pass), with no removal and putting back; once it is
+    // complete, it completes as a wait would, with no second pass.
+    let mut block = block;
+    if let (false, Some(ReqObj::Op(r, _))) = (block, t.get(h)) {
+        if !r.is_complete() {
+            return Ok(None);
+        }
+        block = true;
+    }
+    let obj = t.remove(h).ok_or_else(|| {
         Error::new(
             ErrorClass::Request,
             format!("invalid request handle {h:#x}"),
         )
     })?;
+    drop(t);
     match complete(obj, block) {
         Ok((o, keep)) => {
             match keep {
