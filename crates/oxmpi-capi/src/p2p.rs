@@ -494,8 +494,12 @@ unsafe fn put_status_at(statuses: *mut CStatus, i: usize, st: &CStatus, error: O
 /// sweep, as Open MPI's `ompi_request_default_wait_any` makes one
 /// `opal_progress` per round, instead of one per request. Requests of
 /// other kinds (persistent, paired, generalized, whose completion may run
-/// a user's query function) are tested with the lock released, as
-/// `MPI_Test` tests them.
+/// a user's query function, and complete table entries) are tested with
+/// the lock released, as `MPI_Test` tests them. An invalid handle fails
+/// the call before anything completes. A module that reports no work is
+/// polled on every 8th progress pass only (`Ob1::progress`), so a test
+/// loop over TCP requests may now take a few more calls to see an arrival,
+/// as with `MPI_Test`.
 ///
 /// # Safety
 /// `reqs` valid for `n` handles.
@@ -509,6 +513,19 @@ unsafe fn sweep(
     s.universe.progress();
     let mut active = false;
     let mut t = lock(&s.requests);
+    // An invalid handle fails the call before anything completes (a request
+    // completed and then dropped with the error would be lost to the
+    // program).
+    for i in 0..n {
+        // SAFETY: the caller's array of `n` requests.
+        let h = unsafe { *reqs.add(i) };
+        if h != REQUEST_NULL && t.get(h).is_none() {
+            return Err(Error::new(
+                ErrorClass::Request,
+                format!("invalid request handle {h:#x} at index {i}"),
+            ));
+        }
+    }
     for i in 0..n {
         // SAFETY: the caller's array of `n` requests.
         let p = unsafe { reqs.add(i) };
@@ -613,7 +630,9 @@ thread_local! {
 }
 
 /// Waits for every request of `reqs` (`MPI_Waitall`): the non-blocking
-/// operations together (one lock per pass, [`oxmpi::request::wait_all_drain`]),
+/// operations together (one lock per pass; up to
+/// [`oxmpi::request::WAIT_FEW`] requests with [`oxmpi::request::wait_all_slots`]
+/// from the stack, more with [`oxmpi::request::wait_all_drain`]),
 /// the others one by one; hands each entry's outcome to `put(index,
 /// outcome)` (in no particular order, sometimes under the request table's
 /// lock: `put` must not call MPI), handles reset as `MPI_Wait` resets them.
@@ -1681,21 +1700,22 @@ entry! {
         // SAFETY: not null, valid per the caller.
         let h = unsafe { *req };
         let s = state()?;
-        match lock(&s.requests).get(h) {
-            Some(ReqObj::Op(r, _)) => r.cancel(),
-            Some(ReqObj::Persistent(p, _)) => p.cancel(),
-            Some(ReqObj::Pair(p)) => p.send.cancel().and(p.recv.cancel()),
-            Some(ReqObj::Greq(g)) => {
-                if let Some(f) = g.cancel {
-                    let done = g.complete.load(std::sync::atomic::Ordering::Acquire);
-                    // SAFETY: the program's callback, as registered.
-                    unsafe { f(g.extra as *mut c_void, c_int::from(done)) };
-                }
-                Ok(())
-            }
-            Some(ReqObj::Done(..)) => Ok(()),
-            None => Err(Error::new(ErrorClass::Request, format!("invalid request handle {h:#x}"))),
+        let g = match lock(&s.requests).get(h) {
+            Some(ReqObj::Op(r, _)) => return r.cancel(),
+            Some(ReqObj::Persistent(p, _)) => return p.cancel(),
+            Some(ReqObj::Pair(p)) => return p.send.cancel().and(p.recv.cancel()),
+            Some(ReqObj::Greq(g)) => g.clone(),
+            Some(ReqObj::Done(..)) => return Ok(()),
+            None => return Err(Error::new(ErrorClass::Request, format!("invalid request handle {h:#x}"))),
+        };
+        // The program's cancel function runs with the table unlocked: it
+        // may complete the request (`MPI_Grequest_complete`).
+        if let Some(f) = g.cancel {
+            let done = g.complete.load(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: the program's callback, as registered.
+            unsafe { f(g.extra as *mut c_void, c_int::from(done)) };
         }
+        Ok(())
     }
 
     /// `MPI_Test_cancelled`.

@@ -54,6 +54,11 @@ impl<T> ContextMap<T> {
         self.len
     }
 
+    /// Every context, in no particular order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
+        self.dense.iter().flatten().chain(self.sparse.values())
+    }
+
     /// Adds `c` under `id` (the caller checked that `id` is free).
     pub(crate) fn insert(&mut self, id: u32, c: T) {
         if id < DENSE_CONTEXTS {

@@ -696,12 +696,15 @@ pub(crate) struct State {
     any_source_run: u32,
     /// The source rank and context whose eager channel a small receive
     /// ([`Ob1::recv_small`]) last read and found empty: the receive that
-    /// posts next ([`Ob1::irecv`], which takes it), in the same call, does
-    /// not read that channel again a moment later. Only a shortcut: a
-    /// message that lands meanwhile goes to the posted receive with the
-    /// next progress, as any later one; and a note left by a small receive
-    /// that posted nothing costs at most one such read (the small path
-    /// does not clear it, so that it stores nothing more).
+    /// posts next ([`Ob1::irecv`]; [`Ob1::irecv_polling`] takes the note
+    /// too, but polls on), in the same call, does not read that channel
+    /// again a moment later. Only a shortcut: a message that lands
+    /// meanwhile goes to the posted receive with the next progress, as any
+    /// later one. A note that nothing takes at once (the small receive took
+    /// a message after all, or the next receive is from any source, or
+    /// `recv_arrived` is off) stays until a later receive from that source
+    /// takes it and skips one read (the small path does not clear it, so
+    /// that it stores nothing more).
     read_empty: Option<(u32, u16)>,
     bsend: Option<Bsend>,
     dereg: Vec<(usize, RegId)>,

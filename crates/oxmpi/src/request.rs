@@ -713,7 +713,7 @@ pub const WAIT_FEW: usize = 8;
 /// order. Up to [`WAIT_FEW`] requests are waited for with their outcomes
 /// on the stack, without the thread-local vectors `wait_all_drain` keeps
 /// (which cost a few hundred instructions per call); more go through
-/// `wait_all_drain`.
+/// `wait_all_drain`. Panics if a slot is empty.
 ///
 /// ```no_run
 /// use oxmpi::traits::*;
@@ -737,6 +737,10 @@ pub fn wait_all_slots<B, L: Level>(
     slots: &mut [Option<OwnedRequest<'_, B, L>>],
     mut each: impl FnMut(usize, B, Status),
 ) {
+    assert!(
+        slots.iter().all(Option::is_some),
+        "wait_all_slots: every slot must hold a request"
+    );
     if slots.len() > WAIT_FEW {
         let mut reqs: Vec<_> = slots.iter_mut().map(|s| s.take().expect("live")).collect();
         wait_all_drain(&mut reqs, each);

@@ -396,6 +396,11 @@ impl Harness {
 
     /// Applies one operation to both sides and compares the results.
     pub fn apply(&mut self, op: &Op) {
+        self.apply_op(op);
+        self.engine.check_invariants();
+    }
+
+    fn apply_op(&mut self, op: &Op) {
         match *op {
             Op::Post { ctx, src, tag } => {
                 let c = CONTEXTS[ctx];
