@@ -1360,6 +1360,13 @@ impl<R: Copy, M> Engine<R, M> {
         }
     }
 
+    /// Whether any message is unexpected or parked, on any context (a
+    /// quick test before a lookup).
+    #[inline(always)]
+    pub fn any_unexpected(&self) -> bool {
+        self.store.unexp.len() > 0
+    }
+
     /// Number of match decisions waiting for [`Engine::poll_matched`].
     pub fn pending_events(&self) -> usize {
         self.events.len()

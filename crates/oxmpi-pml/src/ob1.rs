@@ -1668,23 +1668,22 @@ impl<B: ?Sized + Btl> Ob1<B> {
         if std::mem::take(&mut self.st.read_empty) == Some((s, ctx)) && polls <= 1 {
             return None;
         }
-        let polls = polls.max(1);
-        let mut left = polls;
+        // A fitting message already unexpected (left by a probe or an
+        // earlier progress) is what posting takes at once (it came before
+        // anything still in the channel from `s`): reading would only wait
+        // for another.
+        if self.st.engine.any_unexpected()
+            && matches!(self.st.engine.iprobe(u32::from(ctx), src, tag), Ok(Some(_)))
+        {
+            return None;
+        }
+        let mut left = polls.max(1);
         loop {
             match self.recv_arrived(buf, s, tag, ctx) {
                 Arrived::Taken(status) => return Some(ReqId::received_inline(status)),
                 Arrived::Nothing(btl) => {
                     left -= 1;
                     if left == 0 || !self.btls[btl].polls_from_peer() {
-                        return None;
-                    }
-                    // Before reading again: a fitting message already
-                    // unexpected (left by a probe or an earlier progress)
-                    // is what posting takes at once; reading on would only
-                    // wait for another.
-                    if left + 1 == polls
-                        && matches!(self.st.engine.iprobe(u32::from(ctx), src, tag), Ok(Some(_)))
-                    {
                         return None;
                     }
                 }
