@@ -415,15 +415,19 @@ pub unsafe fn progress_one(req: *mut usize, block: bool) -> Result<Option<Outcom
     }
     let s = state()?;
     let mut t = lock(&s.requests);
-    // A test of an operation still in flight looks at it in place (one
-    // progress pass), with no removal and putting back; once it is
-    // complete, it completes as a wait would, with no second pass.
-    let mut block = block;
-    if let (false, Some(ReqObj::Op(r, _))) = (block, t.get(h)) {
-        if !r.is_complete() {
+    // A test of a non-blocking operation tests it in place (one progress
+    // pass and the test, under one PML lock): no removal and putting back
+    // while it is in flight.
+    if let (false, Some(ReqObj::Op(r, _))) = (block, t.get_mut(h)) {
+        let Some(st) = r.test_in_place() else {
             return Ok(None);
-        }
-        block = true;
+        };
+        // Complete: the entry holds nothing now.
+        drop(t.remove(h));
+        drop(t);
+        // SAFETY: as above.
+        unsafe { *req = REQUEST_NULL };
+        return Ok(Some(outcome(&st)));
     }
     let obj = t.remove(h).ok_or_else(|| {
         Error::new(

@@ -1530,6 +1530,32 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
         }
     }
 
+    /// [`OwnedRequest::test_status`] in place (one progress pass, then the
+    /// test, under one lock of the PML): the status once the operation is
+    /// complete; the request then holds nothing to wait for (dropping it
+    /// drops its buffer and returns at once). For a request kept in a
+    /// table, which a failed test need not take out and put back.
+    ///
+    /// ```no_run
+    /// use oxmpi::traits::*;
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut req = world.any_process().immediate_receive_owned(vec![0i32; 8], 0).unwrap();
+    /// let st = loop {
+    ///     if let Some(st) = req.test_in_place() {
+    ///         break st;
+    ///     }
+    ///     // ... other work ...
+    /// };
+    /// println!("error: {:?}", st.error());
+    /// ```
+    pub fn test_in_place(&mut self) -> Option<Status> {
+        let id = self.id.expect("live");
+        let r = self.rt.pml.test(id).transpose()?;
+        self.id = None;
+        Some(raw_status(r))
+    }
+
     /// Whether the operation has completed (after one progress pass),
     /// without consuming the request.
     ///
