@@ -168,49 +168,111 @@ struct Peer {
     unexp: List,
     /// Posted `(this rank, ANY_TAG)` receives in posting order.
     posted_any_tag: List,
-    /// Posted `(this rank, hot_tag[i])` receives in posting order: up to
-    /// [`HOT_TAGS`] exact buckets of this sender kept out of the hash map,
-    /// so a program that receives a few tags at a time from a peer (a halo
-    /// exchange's directions, a data tag beside an acknowledgement) posts
-    /// and matches with no hashing. Invariants: the tags are distinct, and
-    /// the map's bucket `(this rank, hot_tag[i])` is always empty (an empty
-    /// list takes a new tag only when that tag's map bucket is empty, and
-    /// while a list keeps its tag, receives of that tag join it).
-    hot: [List; HOT_TAGS],
-    /// The tag of each `hot` list (an empty list keeps its last tag until
-    /// another tag takes it over).
-    hot_tag: [i32; HOT_TAGS],
-    /// How many of this sender's exact receives are in the map (when none,
-    /// a post can take over an empty hot list without looking there).
-    mapped: u32,
-    /// This sender's unexpected messages of tag `uhot_tag[i]` in arrival
-    /// order, out of the hash map, with the same rules as `hot` (the map's
-    /// exact bucket of a hot tag is empty; an empty list takes a new tag
-    /// only when that tag's bucket is): a message that arrives before its
-    /// receive is queued and taken with no hashing.
-    uhot: [List; HOT_TAGS],
-    /// The tag of each `uhot` list.
-    uhot_tag: [i32; HOT_TAGS],
-    /// How many of this sender's unexpected messages are in the map.
-    umapped: u32,
+    /// Posted `(this rank, tag)` receives, in posting order per tag.
+    hot: HotLists,
+    /// Unexpected `(this rank, tag)` messages, in arrival order per tag.
+    uhot: HotLists,
     stats: UnexpectedStats,
 }
 
-/// How many tags of one sender have a hot list ([`Peer::hot`]).
+/// How many tags of one sender have a hot list ([`HotLists`]).
 const HOT_TAGS: usize = 4;
 
-impl Peer {
-    /// The hot list that holds tag `tag`'s exact receives, if one does.
-    #[inline(always)]
-    fn hot_of(&self, tag: i32) -> Option<usize> {
-        self.hot_tag.iter().position(|&t| t == tag)
+/// One sender's exact `(source, tag)` queues (of posted receives, or of
+/// unexpected messages): up to [`HOT_TAGS`] of them on lists kept out of
+/// the context's hash map, so a program that uses a few tags at a time
+/// with a peer (a halo exchange's directions, a data tag beside an
+/// acknowledgement) queues and matches with no hashing; the sender's other
+/// tags in the map's buckets. Invariants: the tags are distinct, and the
+/// map's bucket of a hot tag is empty (an empty list takes a new tag only
+/// when that tag's bucket is empty, and while a list keeps its tag, that
+/// tag's entries join it), so a tag's queue is never split.
+#[derive(Clone, Copy)]
+struct HotLists {
+    lists: [List; HOT_TAGS],
+    /// The tag of each list (an empty list keeps its last tag until
+    /// another tag takes it over).
+    tags: [i32; HOT_TAGS],
+    /// How many of the sender's entries are in the map (when none, an
+    /// empty list is taken over without looking there).
+    mapped: u32,
+}
+
+impl HotLists {
+    /// No entries; distinct tags, as the invariant requires (no entry uses
+    /// them yet, so any distinct values do).
+    fn new() -> Self {
+        HotLists {
+            lists: [List::EMPTY; HOT_TAGS],
+            tags: std::array::from_fn(|i| i32::MIN + i as i32),
+            mapped: 0,
+        }
     }
 
-    /// The `uhot` list that holds tag `tag`'s unexpected messages, if one
-    /// does.
+    /// The list that holds tag `tag`'s entries, if one does.
     #[inline(always)]
-    fn uhot_of(&self, tag: i32) -> Option<usize> {
-        self.uhot_tag.iter().position(|&t| t == tag)
+    fn of(&self, tag: i32) -> Option<usize> {
+        self.tags.iter().position(|&t| t == tag)
+    }
+
+    /// The earliest entry of `(source, tag)` (`NIL` for none), this being
+    /// `source`'s lists beside `map`.
+    #[inline(always)]
+    fn head(&self, map: &FxHashMap<u64, List>, source: u32, tag: i32) -> u32 {
+        match self.of(tag) {
+            Some(i) => self.lists[i].head,
+            None if self.mapped == 0 => NIL,
+            None => bucket_head(map, bucket_key(source, tag)),
+        }
+    }
+
+    /// Appends entry `idx` of `(source, tag)`: to the tag's list, or an
+    /// empty list it takes over, or the map.
+    #[inline]
+    fn push<T: Node>(
+        &mut self,
+        map: &mut FxHashMap<u64, List>,
+        slab: &mut Slab<T>,
+        which: usize,
+        (source, tag): (u32, i32),
+        idx: u32,
+    ) {
+        let i =
+            match self.of(tag) {
+                Some(i) => Some(i),
+                None => self.lists.iter().position(List::is_empty).filter(|_| {
+                    self.mapped == 0 || bucket_head(map, bucket_key(source, tag)) == NIL
+                }),
+            };
+        match i {
+            Some(i) => {
+                self.tags[i] = tag;
+                self.lists[i].push_back(slab, which, idx);
+            }
+            None => {
+                self.mapped += 1;
+                bucket_push(map, bucket_key(source, tag), slab, which, idx);
+            }
+        }
+    }
+
+    /// Unlinks entry `idx` of `(source, tag)` from wherever it is.
+    #[inline]
+    fn unlink<T: Node>(
+        &mut self,
+        map: &mut FxHashMap<u64, List>,
+        slab: &mut Slab<T>,
+        which: usize,
+        (source, tag): (u32, i32),
+        idx: u32,
+    ) {
+        match self.of(tag) {
+            Some(i) => self.lists[i].unlink(slab, which, idx),
+            None => {
+                self.mapped -= 1;
+                bucket_unlink(map, bucket_key(source, tag), slab, which, idx);
+            }
+        }
     }
 }
 
@@ -328,14 +390,8 @@ impl Context {
                 parked: List::EMPTY,
                 unexp: List::EMPTY,
                 posted_any_tag: List::EMPTY,
-                hot: [List::EMPTY; HOT_TAGS],
-                // Distinct, as the invariant requires (no receive uses them
-                // yet, so any distinct values do).
-                hot_tag: std::array::from_fn(|i| i32::MIN + i as i32),
-                mapped: 0,
-                uhot: [List::EMPTY; HOT_TAGS],
-                uhot_tag: std::array::from_fn(|i| i32::MIN + i as i32),
-                umapped: 0,
+                hot: HotLists::new(),
+                uhot: HotLists::new(),
                 stats: UnexpectedStats::default(),
             })
             .collect();
@@ -420,7 +476,7 @@ impl Context {
         let heads = self
             .unexp_exact
             .values()
-            .chain(self.peers.iter().flat_map(|p| &p.uhot))
+            .chain(self.peers.iter().flat_map(|p| &p.uhot.lists))
             .map(|l| l.head);
         for mut cur in heads {
             while cur != NIL {
@@ -440,12 +496,9 @@ impl Context {
     /// list's head, or the map's bucket's; `NIL` for none).
     #[inline(always)]
     fn unexp_exact_head(&self, source: u32, tag: i32) -> u32 {
-        let peer = &self.peers[source as usize];
-        match peer.uhot_of(tag) {
-            Some(i) => peer.uhot[i].head,
-            None if peer.umapped == 0 => NIL,
-            None => bucket_head(&self.unexp_exact, bucket_key(source, tag)),
-        }
+        self.peers[source as usize]
+            .uhot
+            .head(&self.unexp_exact, source, tag)
     }
 
     /// [`Context::find_unexpected`] when something is unexpected.
@@ -485,20 +538,13 @@ impl Context {
             (n.source, n.tag, n.len)
         };
         let slab = &mut store.unexp;
-        let peer = &mut self.peers[source as usize];
-        match peer.uhot_of(tag) {
-            Some(i) => peer.uhot[i].unlink(slab, EXACT, idx),
-            None => {
-                peer.umapped -= 1;
-                bucket_unlink(
-                    &mut self.unexp_exact,
-                    bucket_key(source, tag),
-                    slab,
-                    EXACT,
-                    idx,
-                );
-            }
-        }
+        self.peers[source as usize].uhot.unlink(
+            &mut self.unexp_exact,
+            slab,
+            EXACT,
+            (source, tag),
+            idx,
+        );
         if self.by_tag_on {
             bucket_unlink(&mut self.unexp_by_tag, tag_key(tag), slab, BY_TAG, idx);
         }
@@ -519,29 +565,13 @@ impl Context {
         };
         self.next_arrival += 1;
         let slab = &mut store.unexp;
-        let peer = &mut self.peers[source as usize];
-        let hot = match peer.uhot_of(tag) {
-            Some(i) => Some(i),
-            None => peer.uhot.iter().position(List::is_empty).filter(|_| {
-                peer.umapped == 0 || bucket_head(&self.unexp_exact, bucket_key(source, tag)) == NIL
-            }),
-        };
-        match hot {
-            Some(i) => {
-                peer.uhot_tag[i] = tag;
-                peer.uhot[i].push_back(slab, EXACT, idx);
-            }
-            None => {
-                peer.umapped += 1;
-                bucket_push(
-                    &mut self.unexp_exact,
-                    bucket_key(source, tag),
-                    slab,
-                    EXACT,
-                    idx,
-                );
-            }
-        }
+        self.peers[source as usize].uhot.push(
+            &mut self.unexp_exact,
+            slab,
+            EXACT,
+            (source, tag),
+            idx,
+        );
         if self.by_tag_on {
             bucket_push(&mut self.unexp_by_tag, tag_key(tag), slab, BY_TAG, idx);
         }
@@ -557,23 +587,9 @@ impl Context {
         let n = posted.get(idx);
         match (n.source, n.tag) {
             (Some(s), Some(t)) => {
-                let peer = &mut self.peers[s as usize];
-                let i = match peer.hot_of(t) {
-                    Some(i) => Some(i),
-                    None => peer.hot.iter().position(List::is_empty).filter(|_| {
-                        peer.mapped == 0 || bucket_head(&self.posted_exact, bucket_key(s, t)) == NIL
-                    }),
-                };
-                match i {
-                    Some(i) => {
-                        peer.hot_tag[i] = t;
-                        peer.hot[i].push_back(posted, 0, idx);
-                    }
-                    None => {
-                        peer.mapped += 1;
-                        bucket_push(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
-                    }
-                }
+                self.peers[s as usize]
+                    .hot
+                    .push(&mut self.posted_exact, posted, 0, (s, t), idx)
             }
             (None, Some(t)) => {
                 self.n_any_source += 1;
@@ -591,14 +607,9 @@ impl Context {
         let n = posted.get(idx);
         match (n.source, n.tag) {
             (Some(s), Some(t)) => {
-                let peer = &mut self.peers[s as usize];
-                match peer.hot_of(t) {
-                    Some(i) => peer.hot[i].unlink(posted, 0, idx),
-                    None => {
-                        peer.mapped -= 1;
-                        bucket_unlink(&mut self.posted_exact, bucket_key(s, t), posted, 0, idx)
-                    }
-                }
+                self.peers[s as usize]
+                    .hot
+                    .unlink(&mut self.posted_exact, posted, 0, (s, t), idx)
             }
             (None, Some(t)) => {
                 self.n_any_source -= 1;
@@ -629,23 +640,19 @@ impl Context {
         let peer = &mut self.peers[source as usize];
         // The exact receives of a tag are on one of the sender's hot lists
         // or in the map, never both.
-        let hot = peer.hot_of(tag);
+        let hot = peer.hot.of(tag);
         if let Some(i) = hot {
             if self.n_any_source == 0
                 && (tag < 0 || (peer.posted_any_tag.is_empty() && self.posted_any.is_empty()))
             {
                 // No wildcard receive could be earlier: the hot list's head
                 // is the one (or there is none).
-                let idx = peer.hot[i].pop_front(posted, 0)?;
+                let idx = peer.hot.lists[i].pop_front(posted, 0)?;
                 return Some(posted.remove_with(idx, |n| n.recv));
             }
         }
         let peer = &self.peers[source as usize];
-        let mut best = match hot {
-            Some(i) => peer.hot[i].head,
-            None if peer.mapped == 0 => NIL,
-            None => bucket_head(&self.posted_exact, bucket_key(source, tag)),
-        };
+        let mut best = peer.hot.head(&self.posted_exact, source, tag);
         let mut best_seq = if best == NIL {
             u64::MAX
         } else {
@@ -807,7 +814,7 @@ impl<R: Copy, M> Engine<R, M> {
             .values()
             .chain(ctx.posted_any_source.values())
             .chain(ctx.peers.iter().map(|p| &p.posted_any_tag))
-            .chain(ctx.peers.iter().flat_map(|p| &p.hot))
+            .chain(ctx.peers.iter().flat_map(|p| &p.hot.lists))
             .chain(std::iter::once(&ctx.posted_any))
             .map(|l| l.head);
         for mut cur in heads {
@@ -828,7 +835,7 @@ impl<R: Copy, M> Engine<R, M> {
         let heads = ctx
             .unexp_exact
             .values()
-            .chain(ctx.peers.iter().flat_map(|p| &p.uhot))
+            .chain(ctx.peers.iter().flat_map(|p| &p.uhot.lists))
             .map(|l| l.head);
         for mut cur in heads {
             while cur != NIL {
@@ -1331,8 +1338,8 @@ impl<R: Copy, M> Engine<R, M> {
             for (src, peer) in ctx.peers.iter().enumerate() {
                 let src = src as u32;
                 for (tags, map) in [
-                    (&peer.hot_tag, &ctx.posted_exact),
-                    (&peer.uhot_tag, &ctx.unexp_exact),
+                    (&peer.hot.tags, &ctx.posted_exact),
+                    (&peer.uhot.tags, &ctx.unexp_exact),
                 ] {
                     for (i, &t) in tags.iter().enumerate() {
                         assert!(
@@ -1348,12 +1355,12 @@ impl<R: Copy, M> Engine<R, M> {
                 }
                 assert_eq!(
                     count(&ctx.posted_exact, &self.store.posted, 0, src),
-                    peer.mapped,
+                    peer.hot.mapped,
                     "mapped of sender {src}"
                 );
                 assert_eq!(
                     count(&ctx.unexp_exact, &self.store.unexp, EXACT, src),
-                    peer.umapped,
+                    peer.uhot.mapped,
                     "umapped of sender {src}"
                 );
             }

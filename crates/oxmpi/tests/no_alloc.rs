@@ -17,6 +17,19 @@ use oxmpi::traits::*;
 /// Receives in flight at once in a window.
 const WINDOW: usize = 8;
 
+/// Runs `round` 50 times to warm up, then 200 times: the allocations the
+/// 200 made.
+fn warm_then_count(mut round: impl FnMut()) -> usize {
+    for _ in 0..50 {
+        round();
+    }
+    let before = allocations();
+    for _ in 0..200 {
+        round();
+    }
+    allocations() - before
+}
+
 #[test]
 fn a_scope_per_window_allocates_nothing_once_warm() {
     let universe = oxmpi::initialize().expect("MPI start-up");
@@ -70,14 +83,7 @@ fn a_scope_per_window_allocates_nothing_once_warm() {
         });
         assert!(reqs.is_empty());
     };
-    for _ in 0..50 {
-        owned_round(&mut pool, &mut got);
-    }
-    let before = allocations();
-    for _ in 0..200 {
-        owned_round(&mut pool, &mut got);
-    }
-    let n = allocations() - before;
+    let n = warm_then_count(|| owned_round(&mut pool, &mut got));
     assert_eq!(n, 0, "{n} allocations in 200 warm wait_all_drain windows");
     assert_eq!(got, [WINDOW as u8 - 1; 8], "the last message arrived last");
 
@@ -104,14 +110,7 @@ fn a_scope_per_window_allocates_nothing_once_warm() {
         assert_eq!(next, WINDOW);
         assert!(slots.iter().all(Option::is_none), "every slot emptied");
     };
-    for _ in 0..50 {
-        slots_round(&mut pool, &mut got);
-    }
-    let before = allocations();
-    for _ in 0..200 {
-        slots_round(&mut pool, &mut got);
-    }
-    let n = allocations() - before;
+    let n = warm_then_count(|| slots_round(&mut pool, &mut got));
     assert_eq!(n, 0, "{n} allocations in 200 warm wait_all_slots windows");
 
     // More slots than `WAIT_FEW`: the same outcomes, through the vectors.
