@@ -10,6 +10,10 @@
  * left neighbour's thread t) using tag t on MPI_COMM_WORLD, so the threads'
  * messages can only be told apart by tag. Every 50th exchange is 64 KiB
  * (rendezvous-sized), the others 16 ints; data and status are checked.
+ * Then each thread does 100 rounds of non-blocking exchanges with the same
+ * neighbours' thread: Irecv of tags 100+t and 200+t, Isend of both, the four
+ * requests completed in turn by Waitall, a Waitany loop, a Testsome loop
+ * and a Test loop, so the request calls of several threads run at once.
  * Also: Query_thread == provided, Is_thread_main true on the main thread and
  * false on the others, and a Barrier from the main thread after the joins.
  */
@@ -52,6 +56,50 @@ static void *worker(void *arg)
         for (i = 0; i < n; i++)
             CHECK(rb[i] == val(left, t, it, i), "thread %d iteration %d: data[%d] = %d, expected %d",
                   t, it, i, rb[i], val(left, t, it, i));
+    }
+    /* Non-blocking rounds: the request calls of the threads interleave. */
+    for (it = 0; it < NITER / 2; it++) {
+        int in[2] = {-1, -1}, out[2], done = 0, idx[4], n, k;
+        MPI_Request r[4];
+        MPI_Status sts[4];
+        out[0] = val(rank, t, it, 1);
+        out[1] = val(rank, t, it, 2);
+        MPI_CHECK(MPI_Irecv(&in[0], 1, MPI_INT, left, 100 + t, MPI_COMM_WORLD, &r[0]));
+        MPI_CHECK(MPI_Irecv(&in[1], 1, MPI_INT, left, 200 + t, MPI_COMM_WORLD, &r[1]));
+        MPI_CHECK(MPI_Isend(&out[0], 1, MPI_INT, right, 100 + t, MPI_COMM_WORLD, &r[2]));
+        MPI_CHECK(MPI_Isend(&out[1], 1, MPI_INT, right, 200 + t, MPI_COMM_WORLD, &r[3]));
+        switch (it % 4) {
+        case 0:
+            MPI_CHECK(MPI_Waitall(4, r, sts));
+            done = 4;
+            break;
+        case 1:
+            while (done < 4) {
+                MPI_CHECK(MPI_Waitany(4, r, &k, &st));
+                CHECK(k != MPI_UNDEFINED, "thread %d: Waitany found nothing active", t);
+                done++;
+            }
+            break;
+        case 2:
+            while (done < 4) {
+                MPI_CHECK(MPI_Testsome(4, r, &n, idx, sts));
+                CHECK(n != MPI_UNDEFINED, "thread %d: Testsome found nothing active", t);
+                done += n;
+            }
+            break;
+        default:
+            for (k = 0; k < 4; k++) {
+                int f = 0;
+                while (!f)
+                    MPI_CHECK(MPI_Test(&r[k], &f, &st));
+                done++;
+            }
+        }
+        CHECK(done == 4, "thread %d round %d: %d completions", t, it, done);
+        for (k = 0; k < 4; k++)
+            CHECK(r[k] == MPI_REQUEST_NULL, "thread %d round %d: request %d left", t, it, k);
+        CHECK(in[0] == val(left, t, it, 1) && in[1] == val(left, t, it, 2),
+              "thread %d round %d: got %d %d", t, it, in[0], in[1]);
     }
     free(sb);
     free(rb);
