@@ -419,7 +419,7 @@ pub unsafe fn progress_one(req: *mut usize, block: bool) -> Result<Option<Outcom
     // pass and the test, under one PML lock): no removal and putting back
     // while it is in flight.
     if let (false, Some(ReqObj::Op(r, _))) = (block, t.get_mut(h)) {
-        let Some(st) = r.test_in_place() else {
+        let Some(((), st)) = r.test_in_place() else {
             return Ok(None);
         };
         // Complete: the entry holds nothing now.
@@ -1717,7 +1717,13 @@ entry! {
         if let Some(f) = g.cancel {
             let done = g.complete.load(std::sync::atomic::Ordering::Acquire);
             // SAFETY: the program's callback, as registered.
-            unsafe { f(g.extra as *mut c_void, c_int::from(done)) };
+            let rc = unsafe { f(g.extra as *mut c_void, c_int::from(done)) };
+            if rc != SUCCESS {
+                return Err(Error::new(
+                    ErrorClass::Other,
+                    format!("cancel_fn returned {rc}"),
+                ));
+            }
         }
         Ok(())
     }

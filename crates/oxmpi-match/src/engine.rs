@@ -27,9 +27,10 @@
 //! other, never split. The lists cost about 100 bytes more per sender and
 //! context than one list each (a `Peer` of about 170 bytes).
 //!
-//! \*\* Kept only from a context's first `(ANY_SOURCE, tag)` lookup on
-//! (built then from what is unexpected, in arrival order): a program that
-//! never makes one does not pay for it on every unexpected message.
+//! \*\* Kept only from a context's first `(ANY_SOURCE, tag)` lookup made
+//! while something is unexpected (built then from what is unexpected, in
+//! arrival order): a program that never makes one does not pay for it on
+//! every unexpected message.
 //!
 //! A posted receive sits on one list; an unexpected message on up to four.
 //! Posted receives carry a context-wide posting sequence, so an arrival looks
@@ -187,7 +188,6 @@ const HOT_TAGS: usize = 4;
 /// map's bucket of a hot tag is empty (an empty list takes a new tag only
 /// when that tag's bucket is empty, and while a list keeps its tag, that
 /// tag's entries join it), so a tag's queue is never split.
-#[derive(Clone, Copy)]
 struct HotLists {
     lists: [List; HOT_TAGS],
     /// The tag of each list (an empty list keeps its last tag until
@@ -1307,12 +1307,15 @@ impl<R: Copy, M> Engine<R, M> {
         self.store.posted.len()
     }
 
-    /// Checks the hot lists' invariants on every context and sender, and
-    /// panics on a broken one: each sender's hot tags are distinct (posted
-    /// and unexpected alike), a hot tag's map bucket is empty, and `mapped`
-    /// / `umapped` count exactly the sender's entries in the maps. For
-    /// tests (the differential test calls it after every operation); it
-    /// walks every list, so it is not for production use.
+    /// Checks the hot lists' and the per-tag index's invariants on every
+    /// context and sender, and panics on a broken one: each sender's hot
+    /// tags are distinct (posted and unexpected alike), a hot tag's map
+    /// bucket is empty, each `HotLists::mapped` counts exactly the sender's
+    /// entries in its map; the per-tag index of unexpected messages is
+    /// empty while it is off, and once on holds each unexpected message
+    /// once, in its tag's bucket, in arrival order. For tests (the
+    /// differential test calls it after every operation); it walks every
+    /// list, so it is not for production use.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         fn count<T: Node>(
@@ -1361,9 +1364,41 @@ impl<R: Copy, M> Engine<R, M> {
                 assert_eq!(
                     count(&ctx.unexp_exact, &self.store.unexp, EXACT, src),
                     peer.uhot.mapped,
-                    "umapped of sender {src}"
+                    "uhot.mapped of sender {src}"
                 );
             }
+            // The per-tag index against the exact lists (every unexpected
+            // message is on exactly one).
+            let mut exact = 0;
+            let heads = ctx
+                .unexp_exact
+                .values()
+                .chain(ctx.peers.iter().flat_map(|p| &p.uhot.lists))
+                .map(|l| l.head);
+            for mut cur in heads {
+                while cur != NIL {
+                    exact += 1;
+                    cur = self.store.unexp.get(cur).links[EXACT].next;
+                }
+            }
+            let mut indexed = 0;
+            for (&key, list) in &ctx.unexp_by_tag {
+                let mut cur = list.head;
+                let mut last = None;
+                while cur != NIL {
+                    let n = self.store.unexp.get(cur);
+                    assert_eq!(tag_key(n.tag), key, "a message in another tag's bucket");
+                    assert!(
+                        last < Some(n.arrival),
+                        "a tag's bucket out of arrival order"
+                    );
+                    last = Some(n.arrival);
+                    indexed += 1;
+                    cur = n.links[BY_TAG].next;
+                }
+            }
+            let want = if ctx.by_tag_on { exact } else { 0 };
+            assert_eq!(indexed, want, "messages in the per-tag index");
         }
     }
 

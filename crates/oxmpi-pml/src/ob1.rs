@@ -1648,9 +1648,12 @@ impl<B: ?Sized + Btl> Ob1<B> {
     }
 
     /// The receive's handle when its message is found among what arrives
-    /// from `src` within `polls` reads (at least one; more only where the
-    /// BTL `polls_from_peer`); `None`: post it. Inlined into both callers,
-    /// so [`Ob1::irecv`]'s constant single read has no loop left.
+    /// from `src` within `polls` reads (one, more only where the BTL
+    /// `polls_from_peer`; none when a fitting message is unexpected already,
+    /// which posting takes, or when the small receive of the same call just
+    /// found the channel empty, `State::read_empty`); `None`: post it.
+    /// Inlined into both callers, so [`Ob1::irecv`]'s constant single read
+    /// has no loop left.
     #[inline(always)]
     fn take_arrived(
         &mut self,

@@ -596,6 +596,40 @@ fn a_message_already_here_keeps_matching_order() {
 }
 
 #[test]
+fn a_message_gone_unexpected_while_posting_is_taken_before_a_newer_one() {
+    // The older message of tag 5 is a rendezvous: its RTS goes unexpected
+    // during the read a receive makes before posting. The newer one, a
+    // small eager message right behind it, must not go into the receive.
+    let mut w = world(2);
+    let mut big = Mem::pattern(600 * 1024, 1);
+    let mut small = Mem::pattern(16, 2);
+    let a = w.ranks[0]
+        .isend(big.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    w.ranks[0]
+        .isend(small.buf(), 1, 5, CTX, SendMode::Standard)
+        .unwrap();
+    deliver_all(&mut w);
+    assert_eq!(w.ranks[1].counters().unexpected, 0, "nothing read yet");
+    let mut d1 = Mem::zeros(600 * 1024);
+    let r1 = w.ranks[1]
+        .irecv(d1.buf(), Source::Rank(0), Tag::Value(5), CTX)
+        .unwrap();
+    assert!(!r1.completed_inline(), "the newer message taken inline");
+    assert!(
+        w.ranks[1].counters().unexpected >= 1,
+        "the read went through the RTS"
+    );
+    let mut d2 = Mem::zeros(600 * 1024);
+    let st2 = w.recv(1, d2.buf(), Source::Rank(0), Tag::Value(5));
+    let st1 = w.wait(1, r1);
+    w.wait(0, a);
+    assert_eq!((st1.bytes, st2.bytes), (600 * 1024, 16));
+    assert_eq!(d1.0, big.0);
+    assert_eq!(d2.0[..16], small.0[..]);
+}
+
+#[test]
 fn a_blocking_receive_of_a_probed_message_does_not_poll_on() {
     // A probe left the message unexpected: the blocking receive does not
     // read the channel at all (posting takes the message at once) instead

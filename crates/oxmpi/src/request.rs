@@ -1531,29 +1531,34 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     }
 
     /// [`OwnedRequest::test_status`] in place (one progress pass, then the
-    /// test, under one lock of the PML): the status once the operation is
-    /// complete; the request then holds nothing to wait for (dropping it
-    /// drops its buffer and returns at once). For a request kept in a
-    /// table, which a failed test need not take out and put back.
+    /// test, under one lock of the PML): the buffer and status once the
+    /// operation is complete; the request is then spent (it holds nothing,
+    /// and dropping it returns at once). For a request kept in a table,
+    /// which a failed test need not take out and put back.
+    ///
+    /// # Panics
+    ///
+    /// When called again after it returned the outcome (so does any other
+    /// method that completes the request).
     ///
     /// ```no_run
     /// use oxmpi::traits::*;
     /// let universe = oxmpi::initialize().unwrap();
     /// let world = universe.world();
     /// let mut req = world.any_process().immediate_receive_owned(vec![0i32; 8], 0).unwrap();
-    /// let st = loop {
-    ///     if let Some(st) = req.test_in_place() {
-    ///         break st;
+    /// let (buf, st) = loop {
+    ///     if let Some(done) = req.test_in_place() {
+    ///         break done;
     ///     }
     ///     // ... other work ...
     /// };
-    /// println!("error: {:?}", st.error());
+    /// println!("{buf:?} (error: {:?})", st.error());
     /// ```
-    pub fn test_in_place(&mut self) -> Option<Status> {
-        let id = self.id.expect("live");
+    pub fn test_in_place(&mut self) -> Option<(B, Status)> {
+        let id = self.id.expect("test_in_place on a spent request");
         let r = self.rt.pml.test(id).transpose()?;
         self.id = None;
-        Some(raw_status(r))
+        Some((self.buf.take().expect("live"), raw_status(r)))
     }
 
     /// Whether the operation has completed (after one progress pass),
