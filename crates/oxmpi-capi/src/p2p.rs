@@ -1302,9 +1302,31 @@ entry! {
         // SAFETY: not null, valid per the caller.
         let h = unsafe { *req };
         let s = state()?;
-        let obj = lock(&s.requests)
+        let mut t = lock(&s.requests);
+        if let Some(ReqObj::Greq(g)) = t.get(h) {
+            // Freed and completed are decided under the table's lock, as
+            // MPI_Grequest_complete decides them, so exactly one of the two
+            // calls runs the free function, and the request stays in the
+            // table (for MPI_Grequest_complete to find) until it has.
+            use std::sync::atomic::Ordering;
+            let g = g.clone();
+            g.freed.store(true, Ordering::Release);
+            let complete = g.complete.load(Ordering::Acquire);
+            if complete {
+                t.remove(h);
+            }
+            drop(t);
+            if complete {
+                g.call_free();
+            }
+            // SAFETY: as above.
+            unsafe { *req = REQUEST_NULL };
+            return Ok(());
+        }
+        let obj = t
             .remove(h)
             .ok_or_else(|| Error::new(ErrorClass::Request, format!("invalid request handle {h:#x}")))?;
+        drop(t);
         match obj {
             ReqObj::Op(r, _) => r.free(),
             ReqObj::Persistent(p, _) => p.free(),
@@ -1316,16 +1338,7 @@ entry! {
                 std::mem::forget(keep);
             }
             ReqObj::Done(..) => {}
-            ReqObj::Greq(g) => {
-                use std::sync::atomic::Ordering;
-                g.freed.store(true, Ordering::Release);
-                if g.complete.load(Ordering::Acquire) {
-                    g.call_free();
-                } else {
-                    // MPI_Grequest_complete still names it: keep it until then.
-                    lock(&s.requests).restore(h, ReqObj::Greq(g));
-                }
-            }
+            ReqObj::Greq(_) => unreachable!("generalized requests are freed above"),
         }
         // SAFETY: as above.
         unsafe { *req = REQUEST_NULL };
@@ -1877,13 +1890,20 @@ entry! {
     fn MPI_Grequest_complete / PMPI_Grequest_complete(req: usize) comm = None; {
         use std::sync::atomic::Ordering;
         let s = state()?;
-        let g = match lock(&s.requests).get(req) {
+        // Decided under the table's lock, as MPI_Request_free decides it:
+        // when the request was freed already, this call frees it.
+        let mut t = lock(&s.requests);
+        let g = match t.get(req) {
             Some(ReqObj::Greq(g)) => g.clone(),
             _ => return Err(Error::new(ErrorClass::Request, format!("{req:#x} is not a generalized request"))),
         };
         g.complete.store(true, Ordering::Release);
-        if g.freed.load(Ordering::Acquire) {
-            lock(&s.requests).remove(req);
+        let freed = g.freed.load(Ordering::Acquire);
+        if freed {
+            t.remove(req);
+        }
+        drop(t);
+        if freed {
             g.call_free();
         }
         Ok(())

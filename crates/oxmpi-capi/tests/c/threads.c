@@ -14,6 +14,8 @@
  * neighbours' thread: Irecv of tags 100+t and 200+t, Isend of both, the four
  * requests completed in turn by Waitall, a Waitany loop, a Testsome loop
  * and a Test loop, so the request calls of several threads run at once.
+ * Then 200 generalized requests, each freed by the main thread while
+ * another thread completes it: the free function runs exactly once each.
  * Also: Query_thread == provided, Is_thread_main true on the main thread and
  * false on the others, and a Barrier from the main thread after the joins.
  */
@@ -106,6 +108,41 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static int greq_query(void *extra, MPI_Status *st)
+{
+    (void)extra;
+    MPI_Status_set_elements(st, MPI_BYTE, 0);
+    MPI_Status_set_cancelled(st, 0);
+    return MPI_SUCCESS;
+}
+
+static int greq_free(void *extra)
+{
+    __atomic_fetch_add((int *)extra, 1, __ATOMIC_SEQ_CST);
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+struct greq_race {
+    MPI_Request req;
+    int go;
+};
+
+static void *greq_completer(void *arg)
+{
+    struct greq_race *x = arg;
+    while (!__atomic_load_n(&x->go, __ATOMIC_ACQUIRE)) {
+    }
+    MPI_CHECK(MPI_Grequest_complete(x->req));
+    return NULL;
+}
+
 static const char *level_name(int p)
 {
     if (p == MPI_THREAD_SINGLE)
@@ -147,6 +184,23 @@ int main(int argc, char **argv)
         CHECK(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t) == 0, "pthread_create");
     for (t = 0; t < NTHREADS; t++)
         CHECK(pthread_join(th[t], NULL) == 0, "pthread_join");
+
+    /* MPI_Request_free and MPI_Grequest_complete of one generalized request
+     * at once, from two threads: the free function runs exactly once. */
+    for (int i = 0; i < 200; i++) {
+        int frees = 0;
+        struct greq_race x = {MPI_REQUEST_NULL, 0};
+        pthread_t c;
+        MPI_CHECK(MPI_Grequest_start(greq_query, greq_free, greq_cancel, &frees, &x.req));
+        MPI_Request h = x.req;
+        CHECK(pthread_create(&c, NULL, greq_completer, &x) == 0, "pthread_create");
+        __atomic_store_n(&x.go, 1, __ATOMIC_RELEASE);
+        MPI_CHECK(MPI_Request_free(&h));
+        CHECK(h == MPI_REQUEST_NULL, "Request_free left the handle");
+        CHECK(pthread_join(c, NULL) == 0, "pthread_join");
+        CHECK(__atomic_load_n(&frees, __ATOMIC_SEQ_CST) == 1,
+              "generalized request %d: free function ran %d times", i, frees);
+    }
 
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     MPI_CHECK(MPI_Finalize());
