@@ -301,6 +301,35 @@ pub type FreeFn = Option<unsafe extern "C" fn(*mut c_void) -> c_int>;
 pub type CancelFn = Option<unsafe extern "C" fn(*mut c_void, c_int) -> c_int>;
 
 impl Greq {
+    /// Marks the request freed (`freeing`: `MPI_Request_free`) or complete
+    /// (`MPI_Grequest_complete`), deciding under the request table's lock
+    /// `t`: when it was already the other, takes handle `h` out of the
+    /// table and runs the free function (with the table unlocked). So
+    /// exactly one of the two calls frees it, and a request freed first
+    /// stays in the table for `MPI_Grequest_complete` to find.
+    fn settle(
+        &self,
+        mut t: std::sync::MutexGuard<'_, crate::state::Requests>,
+        h: usize,
+        freeing: bool,
+    ) {
+        use std::sync::atomic::Ordering;
+        let (mine, other) = if freeing {
+            (&self.freed, &self.complete)
+        } else {
+            (&self.complete, &self.freed)
+        };
+        mine.store(true, Ordering::Release);
+        let both = other.load(Ordering::Acquire);
+        if both {
+            t.remove(h);
+        }
+        drop(t);
+        if both {
+            self.call_free();
+        }
+    }
+
     fn call_free(&self) -> c_int {
         match self.free {
             // SAFETY: the program's callback with its extra state, as
@@ -1304,21 +1333,7 @@ entry! {
         let s = state()?;
         let mut t = lock(&s.requests);
         if let Some(ReqObj::Greq(g)) = t.get(h) {
-            // Freed and completed are decided under the table's lock, as
-            // MPI_Grequest_complete decides them, so exactly one of the two
-            // calls runs the free function, and the request stays in the
-            // table (for MPI_Grequest_complete to find) until it has.
-            use std::sync::atomic::Ordering;
-            let g = g.clone();
-            g.freed.store(true, Ordering::Release);
-            let complete = g.complete.load(Ordering::Acquire);
-            if complete {
-                t.remove(h);
-            }
-            drop(t);
-            if complete {
-                g.call_free();
-            }
+            g.clone().settle(t, h, true);
             // SAFETY: as above.
             unsafe { *req = REQUEST_NULL };
             return Ok(());
@@ -1888,24 +1903,14 @@ entry! {
 
     /// `MPI_Grequest_complete`.
     fn MPI_Grequest_complete / PMPI_Grequest_complete(req: usize) comm = None; {
-        use std::sync::atomic::Ordering;
         let s = state()?;
-        // Decided under the table's lock, as MPI_Request_free decides it:
-        // when the request was freed already, this call frees it.
-        let mut t = lock(&s.requests);
+        // When the request was freed already, this call frees it.
+        let t = lock(&s.requests);
         let g = match t.get(req) {
             Some(ReqObj::Greq(g)) => g.clone(),
             _ => return Err(Error::new(ErrorClass::Request, format!("{req:#x} is not a generalized request"))),
         };
-        g.complete.store(true, Ordering::Release);
-        let freed = g.freed.load(Ordering::Acquire);
-        if freed {
-            t.remove(req);
-        }
-        drop(t);
-        if freed {
-            g.call_free();
-        }
+        g.settle(t, req, false);
         Ok(())
     }
 }

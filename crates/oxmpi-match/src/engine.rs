@@ -473,6 +473,22 @@ impl Context {
     fn index_by_tag<M>(&mut self, unexp: &mut Slab<UnexpNode<M>>) {
         self.by_tag_on = true;
         let mut order: Vec<(u64, u32)> = Vec::new();
+        self.each_unexpected(unexp, |idx, n| order.push((n.arrival, idx)));
+        order.sort_unstable();
+        for (_, idx) in order {
+            let tag = unexp.get(idx).tag;
+            bucket_push(&mut self.unexp_by_tag, tag_key(tag), unexp, BY_TAG, idx);
+        }
+    }
+
+    /// Every unexpected message of the context (each is on exactly one
+    /// exact list: a bucket of the map or a sender's hot list), list by
+    /// list, each in arrival order: `f(index, node)`.
+    fn each_unexpected<M>(
+        &self,
+        unexp: &Slab<UnexpNode<M>>,
+        mut f: impl FnMut(u32, &UnexpNode<M>),
+    ) {
         let heads = self
             .unexp_exact
             .values()
@@ -481,14 +497,9 @@ impl Context {
         for mut cur in heads {
             while cur != NIL {
                 let node = unexp.get(cur);
-                order.push((node.arrival, cur));
+                f(cur, node);
                 cur = node.links[EXACT].next;
             }
-        }
-        order.sort_unstable();
-        for (_, idx) in order {
-            let tag = unexp.get(idx).tag;
-            bucket_push(&mut self.unexp_by_tag, tag_key(tag), unexp, BY_TAG, idx);
         }
     }
 
@@ -830,20 +841,7 @@ impl<R: Copy, M> Engine<R, M> {
             .map(|(_, idx)| store.posted.remove_with(idx, |n| n.recv))
             .collect();
 
-        // Every unexpected message is on exactly one exact list (a bucket of
-        // the map or a sender's hot list).
-        let heads = ctx
-            .unexp_exact
-            .values()
-            .chain(ctx.peers.iter().flat_map(|p| &p.uhot.lists))
-            .map(|l| l.head);
-        for mut cur in heads {
-            while cur != NIL {
-                let node = store.unexp.get(cur);
-                order.push((node.arrival, cur));
-                cur = node.links[EXACT].next;
-            }
-        }
+        ctx.each_unexpected(&store.unexp, |idx, n| order.push((n.arrival, idx)));
         order.sort_unstable();
         for peer in &ctx.peers {
             // Parked messages follow, peer by peer, in sequence order.
@@ -1370,17 +1368,7 @@ impl<R: Copy, M> Engine<R, M> {
             // The per-tag index against the exact lists (every unexpected
             // message is on exactly one).
             let mut exact = 0;
-            let heads = ctx
-                .unexp_exact
-                .values()
-                .chain(ctx.peers.iter().flat_map(|p| &p.uhot.lists))
-                .map(|l| l.head);
-            for mut cur in heads {
-                while cur != NIL {
-                    exact += 1;
-                    cur = self.store.unexp.get(cur).links[EXACT].next;
-                }
-            }
+            ctx.each_unexpected(&self.store.unexp, |_, _| exact += 1);
             let mut indexed = 0;
             for (&key, list) in &ctx.unexp_by_tag {
                 let mut cur = list.head;
