@@ -22,6 +22,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (ctx.clone(), any::<u8>(), any::<u8>())
             .prop_map(|(ctx, s, t)| Op::Improbe { ctx, src: source_from(s), tag: tag_from(t) }),
         1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
+        1 => (ctx.clone(), 0..N_PEERS, any::<u8>(), any::<usize>())
+            .prop_map(|(ctx, peer, t, pick)| Op::CancelSend { ctx, peer, tag: msg_tag_from(t), pick }),
         3 => (ctx.clone(), 0..N_PEERS, 0usize..8, ctx.clone(), 0..N_PEERS, any::<u8>())
             .prop_map(|(ctx, peer, pick, post_ctx, post_src, t)| Op::DeliverThenPost {
                 ctx, peer, pick, post_ctx, post_src, post_tag: tag_from(t),

@@ -227,6 +227,33 @@ impl Model {
         }))
     }
 
+    /// The payloads of `peer`'s unexpected messages of `tag`, in arrival
+    /// order.
+    pub fn unexpected_of(&self, ctx: u32, peer: u32, tag: i32) -> Vec<u64> {
+        self.contexts[&ctx]
+            .unexpected
+            .iter()
+            .filter(|m| m.src == peer && m.tag == tag)
+            .map(|m| m.msg)
+            .collect()
+    }
+
+    /// Takes out the unexpected message with payload `msg`.
+    pub fn take_unexpected(&mut self, ctx: u32, msg: u64) -> Option<MessageHandle<u64>> {
+        let c = self.contexts.get_mut(&ctx).unwrap();
+        let i = c.unexpected.iter().position(|m| m.msg == msg)?;
+        let m = c.unexpected.remove(i);
+        Some(MessageHandle {
+            envelope: Envelope {
+                context: ctx,
+                source: m.src,
+                tag: m.tag,
+            },
+            len: m.len,
+            msg: m.msg,
+        })
+    }
+
     /// Cancels model receive `id`.
     pub fn cancel(&mut self, id: usize) -> Option<u64> {
         for c in self.contexts.values_mut() {
@@ -293,6 +320,16 @@ pub enum Op {
     Improbe { ctx: usize, src: Source, tag: Tag },
     /// Cancel one of the receives posted so far (maybe already done).
     Cancel { pick: usize },
+    /// The sender cancels one of its unmatched sends of `tag` to this
+    /// rank (`Engine::take_unexpected` with the message's payload): the
+    /// `pick`th of `peer`'s unexpected messages of `tag`, or one that is
+    /// not there.
+    CancelSend {
+        ctx: usize,
+        peer: u32,
+        tag: i32,
+        pick: usize,
+    },
     /// Deliver as `Deliver` does, through `Engine::arrival_before_post`
     /// with a receive `(post_src, post_tag)` on `post_ctx` about to be
     /// posted, then post it (the PML's receive of an arrived message).
@@ -563,6 +600,23 @@ impl Harness {
                 }
                 let (h, id) = self.handles[pick % self.handles.len()];
                 assert_eq!(self.engine.cancel(h), self.model.cancel(id), "{op:?}");
+            }
+            Op::CancelSend {
+                ctx,
+                peer,
+                tag,
+                pick,
+            } => {
+                let c = CONTEXTS[ctx];
+                let candidates = self.model.unexpected_of(c, peer, tag);
+                // One of them, or (one time in four) a payload never sent.
+                let target = if candidates.is_empty() || pick % 4 == 3 {
+                    u64::MAX
+                } else {
+                    candidates[pick % candidates.len()]
+                };
+                let got = self.engine.take_unexpected(c, peer, tag, |m| *m == target);
+                assert_eq!(got, self.model.take_unexpected(c, target), "{op:?}");
             }
         }
         self.check_stats();
