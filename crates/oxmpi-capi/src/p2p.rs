@@ -529,7 +529,8 @@ unsafe fn put_status_at(statuses: *mut CStatus, i: usize, st: &CStatus, error: O
 /// other kinds (persistent, paired, generalized, whose completion may run
 /// a user's query function, and complete table entries) are tested with
 /// the lock released, as `MPI_Test` tests them. An invalid handle fails
-/// the call before anything completes. A module that reports no work is
+/// the call before anything completes; a handle twice in the array (as
+/// erroneous) completes once. A module that reports no work is
 /// polled on every 8th progress pass only (`Ob1::progress`), so a test
 /// loop over TCP requests may now take a few more calls to see an arrival,
 /// as with `MPI_Test`.
@@ -578,12 +579,11 @@ unsafe fn sweep(
             continue;
         }
         let op_done = match t.get(h) {
-            None => {
-                return Err(Error::new(
-                    ErrorClass::Request,
-                    format!("invalid request handle {h:#x}"),
-                ))
-            }
+            // Every handle was checked above: this one completed earlier
+            // in this sweep (the same handle twice in the array, an
+            // erroneous call). Passed over, so that the completion already
+            // made is not lost.
+            None => continue,
             Some(ReqObj::Persistent(q, _)) if !q.is_active() => continue,
             Some(ReqObj::Op(r, _)) => Some(r.completed()),
             Some(_) => None,

@@ -21,7 +21,9 @@
  *  - Strict mode only (OXMPI_STRICT=1): Testsome, Waitsome, Waitany and
  *    Testany with a garbage handle beside a request that has completed give
  *    MPI_ERR_REQUEST and leave that request in place, not lost: MPI_Wait
- *    then completes it with its data.
+ *    then completes it with its data. And Testsome with the same completed
+ *    request twice in its array (erroneous) reports it once, not an error
+ *    that loses it.
  */
 #include "check.h"
 
@@ -233,6 +235,19 @@ int main(int argc, char **argv)
             CHECK(v == left * 10 && st.MPI_SOURCE == left && st.MPI_TAG == 20 + call,
                   "call %d: data %d source %d tag %d", call, v, st.MPI_SOURCE, st.MPI_TAG);
         }
+        /* The same completed request twice in one Testsome array. */
+        int v = -1, got = 0;
+        MPI_Request q[2];
+        MPI_CHECK(MPI_Irecv(&v, 1, MPI_INT, left, 30, MPI_COMM_WORLD, &q[0]));
+        MPI_CHECK(MPI_Send(&out[0], 1, MPI_INT, right, 30, MPI_COMM_WORLD));
+        while (!got)
+            MPI_CHECK(MPI_Request_get_status(q[0], &got, MPI_STATUS_IGNORE));
+        q[1] = q[0];
+        MPI_CHECK(MPI_Testsome(2, q, &n, idx, sts));
+        CHECK(n == 1 && idx[0] == 0 && q[0] == MPI_REQUEST_NULL,
+              "duplicate handle: outcount %d index %d", n, idx[0]);
+        CHECK(v == left * 10 && sts[0].MPI_SOURCE == left && sts[0].MPI_TAG == 30,
+              "duplicate handle: data %d source %d tag %d", v, sts[0].MPI_SOURCE, sts[0].MPI_TAG);
     }
 
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
