@@ -658,6 +658,26 @@ const UNDEFINED: c_int = -32766;
 const WAIT_KEEP_MAX: usize = 4096;
 
 thread_local! {
+    /// `MPI_Waitsome`'s and `MPI_Testsome`'s completions, kept between
+    /// calls (see [`with_done`]).
+    static SOME_SCRATCH: Cell<Vec<(usize, Outcome)>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with the thread's list of completions, empty, and keeps it
+/// for the next call (up to `WAIT_KEEP_MAX` entries), so that a warm
+/// `MPI_Waitsome` or `MPI_Testsome` allocates nothing. Taken, not
+/// borrowed: a call from inside the call starts with an empty one.
+fn with_done<T>(f: impl FnOnce(&mut Vec<(usize, Outcome)>) -> T) -> T {
+    let mut done = SOME_SCRATCH.try_with(Cell::take).unwrap_or_default();
+    let out = f(&mut done);
+    done.clear();
+    if done.capacity() <= WAIT_KEEP_MAX {
+        let _ = SOME_SCRATCH.try_with(|c| c.set(done));
+    }
+    out
+}
+
+thread_local! {
     /// `wait_all`'s batch of operations and their indices, kept between calls.
     static WAIT_SCRATCH: Cell<(Vec<Op>, Vec<usize>)> = const { Cell::new((Vec::new(), Vec::new())) };
 }
@@ -1614,13 +1634,12 @@ entry! {
         let n = count(n)?;
         let universe = state()?.universe;
         let mut polls = 0u32;
-        let mut done = Vec::new();
-        loop {
+        with_done(|done| loop {
             // SAFETY: the caller's array of `n` requests.
             let active = unsafe { sweep(n, reqs, false, |i, o| done.push((i, o))) }?;
             if !done.is_empty() {
                 // SAFETY: the caller's arrays.
-                return unsafe { put_some(&done, outcount, indices, statuses) };
+                return unsafe { put_some(done, outcount, indices, statuses) };
             }
             if !active {
                 // SAFETY: the caller's out-parameter.
@@ -1629,7 +1648,7 @@ entry! {
             // A sweep makes one progress pass.
             polls = polls.saturating_add(1);
             universe.pause(polls);
-        }
+        })
     }
 
     /// `MPI_Testsome`.
@@ -1637,15 +1656,16 @@ entry! {
         n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus,
     ) comm = None; {
         let n = count(n)?;
-        let mut done = Vec::new();
-        // SAFETY: the caller's array of `n` requests.
-        let active = unsafe { sweep(n, reqs, false, |i, o| done.push((i, o))) }?;
-        if !active {
-            // SAFETY: the caller's out-parameter.
-            return unsafe { put(outcount, UNDEFINED, "outcount") };
-        }
-        // SAFETY: the caller's arrays.
-        unsafe { put_some(&done, outcount, indices, statuses) }
+        with_done(|done| {
+            // SAFETY: the caller's array of `n` requests.
+            let active = unsafe { sweep(n, reqs, false, |i, o| done.push((i, o))) }?;
+            if !active {
+                // SAFETY: the caller's out-parameter.
+                return unsafe { put(outcount, UNDEFINED, "outcount") };
+            }
+            // SAFETY: the caller's arrays.
+            unsafe { put_some(done, outcount, indices, statuses) }
+        })
     }
 
     /// `MPI_Testall`: completes all of them only when all have completed.

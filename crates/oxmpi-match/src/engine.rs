@@ -43,7 +43,7 @@
 use std::collections::VecDeque;
 
 use crate::ctxmap::ContextMap;
-use crate::hash::{bucket_key, FxHashMap};
+use crate::hash::{bucket_key, bucket_source, FxHashMap};
 use crate::slab::{Link, List, Node, Slab, NIL};
 use crate::types::{
     Arrival, EarlyArrival, Envelope, Match, MatchError, MatchEvent, MessageHandle, MessageInfo,
@@ -237,13 +237,12 @@ impl HotLists {
         (source, tag): (u32, i32),
         idx: u32,
     ) {
-        let i =
-            match self.of(tag) {
-                Some(i) => Some(i),
-                None => self.lists.iter().position(List::is_empty).filter(|_| {
-                    self.mapped == 0 || bucket_head(map, bucket_key(source, tag)) == NIL
-                }),
-            };
+        let i = self.of(tag).or_else(|| {
+            self.lists
+                .iter()
+                .position(List::is_empty)
+                .filter(|_| self.mapped == 0 || bucket_head(map, bucket_key(source, tag)) == NIL)
+        });
         match i {
             Some(i) => {
                 self.tags[i] = tag;
@@ -371,9 +370,10 @@ struct Context {
     unexp_exact: FxHashMap<u64, List>,
     /// Unexpected messages by `tag_key`, kept only once `by_tag_on`.
     unexp_by_tag: FxHashMap<u64, List>,
-    /// Whether `unexp_by_tag` is kept: from the first `(ANY_SOURCE, tag)`
-    /// lookup on the context on (built then from the messages already
-    /// unexpected). A program that never asks for one pays nothing for it.
+    /// Whether `unexp_by_tag` is kept: from the context's first
+    /// `(ANY_SOURCE, tag)` lookup made while something is unexpected on
+    /// (built then from the messages already unexpected). A program that
+    /// never asks for one pays nothing for it.
     by_tag_on: bool,
     /// Unexpected messages with tag >= 0.
     unexp_all: List,
@@ -1324,7 +1324,7 @@ impl<R: Copy, M> Engine<R, M> {
         ) -> u32 {
             let mut n = 0;
             for (&key, list) in map {
-                if (key >> 32) as u32 != src {
+                if bucket_source(key) != src {
                     continue;
                 }
                 let mut cur = list.head;

@@ -55,3 +55,9 @@ pub(crate) type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 pub(crate) fn bucket_key(source: u32, tag: i32) -> u64 {
     (u64::from(source) << 32) | u64::from(tag as u32)
 }
+
+/// The source of a [`bucket_key`].
+#[inline]
+pub(crate) fn bucket_source(key: u64) -> u32 {
+    (key >> 32) as u32
+}

@@ -1520,14 +1520,7 @@ impl<'u, B, L: Level> OwnedRequest<'u, B, L> {
     /// println!("{buf:?} (error: {:?})", st.error());
     /// ```
     pub fn test_status(mut self) -> std::result::Result<(B, Status), Self> {
-        let id = self.id.expect("live");
-        match self.rt.pml.test(id).transpose() {
-            None => Err(self),
-            Some(r) => {
-                self.id = None;
-                Ok((self.buf.take().expect("live"), raw_status(r)))
-            }
-        }
+        self.test_in_place().ok_or(self)
     }
 
     /// [`OwnedRequest::test_status`] in place (one progress pass, then the

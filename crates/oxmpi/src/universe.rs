@@ -484,7 +484,7 @@ impl<L: Level> Universe<L> {
     /// ```
     #[inline]
     pub fn progress(&self) -> usize {
-        self.rt.pml.with(|o| o.progress())
+        self.rt.pml.progress()
     }
 
     /// The registration cache's counters (`mpi_leave_pinned`): hits,

@@ -210,13 +210,16 @@ impl Model {
         if src == Source::ProcNull {
             return Some(ProbeOutcome::ProcNull);
         }
+        self.take_first(ctx, |m| fits(src, tag, m.src, m.tag))
+            .map(ProbeOutcome::Found)
+    }
+
+    /// Takes out the earliest-arrived unexpected message that `pred` accepts.
+    fn take_first(&mut self, ctx: u32, pred: impl Fn(&MMsg) -> bool) -> Option<MessageHandle<u64>> {
         let c = self.contexts.get_mut(&ctx).unwrap();
-        let i = c
-            .unexpected
-            .iter()
-            .position(|m| fits(src, tag, m.src, m.tag))?;
+        let i = c.unexpected.iter().position(pred)?;
         let m = c.unexpected.remove(i);
-        Some(ProbeOutcome::Found(MessageHandle {
+        Some(MessageHandle {
             envelope: Envelope {
                 context: ctx,
                 source: m.src,
@@ -224,7 +227,7 @@ impl Model {
             },
             len: m.len,
             msg: m.msg,
-        }))
+        })
     }
 
     /// The payloads of `peer`'s unexpected messages of `tag`, in arrival
@@ -240,18 +243,7 @@ impl Model {
 
     /// Takes out the unexpected message with payload `msg`.
     pub fn take_unexpected(&mut self, ctx: u32, msg: u64) -> Option<MessageHandle<u64>> {
-        let c = self.contexts.get_mut(&ctx).unwrap();
-        let i = c.unexpected.iter().position(|m| m.msg == msg)?;
-        let m = c.unexpected.remove(i);
-        Some(MessageHandle {
-            envelope: Envelope {
-                context: ctx,
-                source: m.src,
-                tag: m.tag,
-            },
-            len: m.len,
-            msg: m.msg,
-        })
+        self.take_first(ctx, |m| m.msg == msg)
     }
 
     /// Cancels model receive `id`.
