@@ -78,10 +78,11 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 
 use rustix::io::Errno;
 
-use super::ring::{self, Inbox, InboxReceiver, Ring, RingProducer, SendError};
+use super::ring::{self, FastTx, Inbox, InboxReceiver, Ring, RingProducer, SendError};
 use super::segment::{Mapping, Segment, SegmentCard, SegmentKind, CARD_LEN, DATA_OFFSET};
 use crate::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
@@ -203,6 +204,9 @@ pub struct SmConfig {
     /// Whether to use CMA single copy for put/get (also needs CMA to work
     /// on this node and with each peer).
     pub single_copy: bool,
+    /// Whether small records may go through the pair lines' fast boxes
+    /// (see `ring`'s module doc); both ranks of a pair must allow it.
+    pub pair_boxes: bool,
 }
 
 impl SmConfig {
@@ -214,11 +218,12 @@ impl SmConfig {
             ring_capacity: default_ring_capacity(local_count),
             limits: DEFAULT_LIMITS,
             single_copy: true,
+            pair_boxes: true,
         }
     }
 
     /// Registers `btl_sm_*`: the limits ([`Limits::register`]),
-    /// `btl_sm_ring_size` and `btl_sm_single_copy`.
+    /// `btl_sm_ring_size`, `btl_sm_single_copy` and `btl_sm_pair_boxes`.
     pub fn register_params(
         reg: &mut oxmpi_runtime::mca::Registry,
     ) -> Result<(), oxmpi_runtime::mca::McaError> {
@@ -233,6 +238,15 @@ impl SmConfig {
             ParamSpec::bool("btl", "sm", "single_copy", true)
                 .level(4)
                 .help("use single-copy transfers (CMA) for put and get between local ranks"),
+        )?;
+        reg.register(
+            ParamSpec::bool("btl", "sm", "pair_boxes", true)
+                .level(4)
+                .help(
+                    "let a small message go through the cache line both ranks of a pair \
+                     write (one fast box per direction) when its box is empty, instead of \
+                     the ring: one line moves per message in a ping-pong",
+                ),
         )?;
         Ok(())
     }
@@ -253,6 +267,7 @@ impl SmConfig {
             },
             limits: Limits::from_registry(reg, "sm")?,
             single_copy: reg.get_bool("btl_sm_single_copy")?,
+            pair_boxes: reg.get_bool("btl_sm_pair_boxes")?,
         })
     }
 }
@@ -496,7 +511,9 @@ enum PeerState {
 /// What binding a peer set up.
 #[derive(Debug)]
 struct Link {
-    mapping: Mapping,
+    /// Shared with the fast box of the peer's pair line that our receiver
+    /// reads, if any (it may outlive the link).
+    mapping: Arc<Mapping>,
     pidfd: Option<OwnedFd>,
     cma: bool,
     table_off: usize,
@@ -633,6 +650,7 @@ pub struct SmBtl {
     limits: Limits,
     caps: Caps,
     cma_ok: bool,
+    pair_boxes: bool,
     probe: ProbeWord,
     regs: Regs,
     ops: Ops,
@@ -735,8 +753,13 @@ impl SmBtl {
         .map_err(|e| BtlError::Invalid(format!("sm: {e}")))?;
         // SAFETY: the inbox was formatted above; the segment outlives the
         // receiver (field order of SmBtl), and this is its only receiver.
-        let rx = unsafe { InboxReceiver::attach(at(base, layout.inbox_off), layout.inbox_len) }
+        let mut rx = unsafe { InboxReceiver::attach(at(base, layout.inbox_off), layout.inbox_len) }
             .map_err(|e| BtlError::Invalid(format!("sm: {e}")))?;
+        if cfg.pair_boxes {
+            // The pair line of a pair is in the lower rank's inbox, in the
+            // ring the higher one writes (ring indices from ours on).
+            rx.set_own_boxes_from(cfg.local_index as usize);
+        }
         let ctl = segment.words(0, CTL_WORDS).expect("control block fits");
         for (w, v) in ctl.iter().zip([
             0,
@@ -777,6 +800,7 @@ impl SmBtl {
             limits,
             caps,
             cma_ok,
+            pair_boxes: cfg.pair_boxes,
             probe: ProbeWord::new(),
             regs: Regs {
                 map: HashMap::new(),
@@ -911,6 +935,11 @@ impl SmBtl {
             )
         }
         .map_err(|e| BtlError::Invalid(format!("sm: rank {}: {e}", self.peers[i].rank)))?;
+        let mapping = Arc::new(mapping);
+        let mut tx = tx;
+        if self.pair_boxes {
+            self.wire_pair(&mut tx, &mapping, card.local_index);
+        }
         let cma = self.cma_ok
             && card.cma
             && CmaPeer::probe(pid, card.probe_addr as usize, card.probe_value).is_available();
@@ -932,6 +961,30 @@ impl SmBtl {
         peer.state = PeerState::Bound;
         self.bound += 1;
         Ok(())
+    }
+
+    /// Wires the fast boxes of our pair line with the peer of local index
+    /// `peer` (see `ring`'s module doc): the line is in the lower rank's
+    /// inbox, in the ring the higher one writes. The higher rank writes its
+    /// forward box and reads its reverse box (from the peer's `mapping`,
+    /// kept alive by our receiver); the lower one the other way round, in
+    /// its own memory. Each side writes a box only once its reader said
+    /// it reads it.
+    fn wire_pair(&mut self, tx: &mut RingProducer, mapping: &Arc<Mapping>, peer: u32) {
+        let from = ring_index(peer, self.local_index);
+        let Some(armed) = self.rx.armed(from) else {
+            return;
+        };
+        if self.local_index > peer {
+            let line = tx.pair_line();
+            tx.set_fast(Some(FastTx::forward(&line, armed)));
+            let bx = line.reverse().keeping(mapping.clone());
+            if self.rx.set_remote_box(from, bx).is_ok() {
+                line.set_reverse_ready();
+            }
+        } else if let Ok(line) = self.rx.pair_line(from) {
+            tx.set_fast(Some(FastTx::reverse(&line, armed)));
+        }
     }
 
     /// The producer towards `ep`, binding it first if needed.
@@ -2121,6 +2174,134 @@ mod tests {
     fn sm_btl_is_send() {
         fn send<T: Send>() {}
         send::<SmBtl>();
+    }
+
+    /// Two sm modules of one node (local indices 0 and 1) that know each
+    /// other, with pair boxes allowed or not on each side.
+    fn boxed_pair(boxes_a: bool, boxes_b: bool) -> (SmBtl, Endpoint, SmBtl, Endpoint) {
+        let make = |index: u32, pair_boxes: bool| {
+            SmBtl::new(SmConfig {
+                pair_boxes,
+                ..SmConfig::new(index, 2)
+            })
+            .unwrap()
+        };
+        let (mut a, mut b) = (make(0, boxes_a), make(1, boxes_b));
+        let (card_a, card_b) = (a.business_card(), b.business_card());
+        let info = |rank, card| PeerInfo {
+            rank,
+            local: true,
+            card: Some(card),
+        };
+        let ab = a.add_peer(&info(1, &card_b)).unwrap().unwrap();
+        let ba = b.add_peer(&info(0, &card_a)).unwrap().unwrap();
+        (a, ab, b, ba)
+    }
+
+    fn fast_sends(btl: &SmBtl, ep: Endpoint) -> u64 {
+        btl.peers[ep.0 as usize]
+            .tx
+            .as_ref()
+            .map_or(0, |tx| tx.fast_sends())
+    }
+
+    /// Sends message `seq` from `from` to `ep`: a 16-byte header (the
+    /// sequence number, then a marker) and `len` data bytes, through
+    /// `sendi_hdr` (the fast box when it is empty and the record small).
+    fn send_seq(from: &mut SmBtl, ep: Endpoint, seq: u64, len: usize) {
+        let mut hdr = [0u8; 16];
+        hdr[..8].copy_from_slice(&seq.to_le_bytes());
+        hdr[8..].copy_from_slice(&0x5eed_u64.to_le_bytes());
+        let data: Vec<u8> = (0..len)
+            .map(|i| (seq as u8).wrapping_add(i as u8))
+            .collect();
+        while !from.sendi_hdr(ep, AmTag(7), &hdr, &data) {
+            from.progress(&mut crate::conformance::Recorder::default());
+        }
+    }
+
+    /// Checks what `rec` got against the sequence numbers from `next` on.
+    fn check_seqs(rec: &mut crate::conformance::Recorder, next: &mut u64) {
+        for (_, tag, d) in rec.recvs.drain(..) {
+            assert_eq!(tag, AmTag(7));
+            let seq = u64::from_le_bytes(d[..8].try_into().unwrap());
+            assert_eq!(seq, *next, "message {next} out of order");
+            let want: Vec<u8> = (0..d.len() - 16)
+                .map(|i| (seq as u8).wrapping_add(i as u8))
+                .collect();
+            assert_eq!(&d[16..], &want[..], "message {seq}'s data");
+            *next += 1;
+        }
+    }
+
+    #[test]
+    fn small_messages_through_the_pair_line_keep_their_order_both_ways() {
+        for (boxes_a, boxes_b) in [(true, true), (true, false), (false, true), (false, false)] {
+            let (mut a, ab, mut b, ba) = boxed_pair(boxes_a, boxes_b);
+            let (mut ra, mut rb) = (Default::default(), Default::default());
+            let (mut sent_ab, mut sent_ba, mut got_ab, mut got_ba) = (0u64, 0u64, 0u64, 0u64);
+            // Ping-pong of 8-byte messages: each finds its box empty.
+            for _ in 0..50 {
+                send_seq(&mut a, ab, sent_ab, 8);
+                sent_ab += 1;
+                while got_ab < sent_ab {
+                    b.progress(&mut rb);
+                    check_seqs(&mut rb, &mut got_ab);
+                }
+                send_seq(&mut b, ba, sent_ba, 8);
+                sent_ba += 1;
+                while got_ba < sent_ba {
+                    a.progress(&mut ra);
+                    check_seqs(&mut ra, &mut got_ba);
+                }
+            }
+            // Each side's first send binds the pair (through the ring);
+            // every later one finds its box empty.
+            let both = boxes_a && boxes_b;
+            let want = if both { 49 } else { 0 };
+            assert_eq!((fast_sends(&a, ab), fast_sends(&b, ba)), (want, want));
+            // Bursts both ways of box-sized and larger records, the
+            // receivers draining at random points (a fixed generator).
+            let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+            let mut rnd = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            for _ in 0..400 {
+                for _ in 0..=rnd(4) {
+                    let len = [0, 8, 24, 100][rnd(4) as usize];
+                    send_seq(&mut a, ab, sent_ab, len);
+                    sent_ab += 1;
+                }
+                for _ in 0..=rnd(3) {
+                    let len = [8, 0, 64][rnd(3) as usize];
+                    send_seq(&mut b, ba, sent_ba, len);
+                    sent_ba += 1;
+                }
+                if rnd(2) == 0 {
+                    b.progress(&mut rb);
+                    check_seqs(&mut rb, &mut got_ab);
+                }
+                if rnd(3) == 0 {
+                    a.progress(&mut ra);
+                    check_seqs(&mut ra, &mut got_ba);
+                }
+            }
+            while got_ab < sent_ab || got_ba < sent_ba {
+                a.progress(&mut ra);
+                b.progress(&mut rb);
+                check_seqs(&mut ra, &mut got_ba);
+                check_seqs(&mut rb, &mut got_ab);
+            }
+            let (fa, fb) = (fast_sends(&a, ab), fast_sends(&b, ba));
+            if both {
+                assert!(fa > 50 && fb > 50, "boxes used in bursts: {fa} {fb}");
+            } else {
+                assert_eq!((fa, fb), (0, 0), "a box with no reader");
+            }
+        }
     }
 
     #[test]

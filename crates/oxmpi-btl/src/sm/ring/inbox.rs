@@ -26,10 +26,12 @@
 
 use super::mem::Mem;
 use super::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use super::{Ring, RingConsumer, RingError, RingProducer, R_REGISTERED};
+use super::{FastBox, FastRx, PairLine, Ring, RingConsumer, RingError, RingProducer, R_REGISTERED};
 use crate::btl::{SmallMatch, SmallRecv};
 #[cfg(not(loom))]
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 const I_MAGIC: usize = 0;
 const I_SENDERS: usize = 8;
@@ -229,6 +231,12 @@ pub struct InboxReceiver {
     slot_of: Vec<u32>,
     next: usize,
     budget: usize,
+    /// Rings from this index on read their own pair line's forward box.
+    own_boxes_from: usize,
+    /// Boxes elsewhere to read along with a sender's ring, until adopted.
+    remote_box: Vec<Option<FastBox>>,
+    /// Per sender: whether this side's fast box towards it is tried.
+    armed: Vec<Arc<AtomicBool>>,
 }
 
 impl InboxReceiver {
@@ -253,7 +261,71 @@ impl InboxReceiver {
             known: 0,
             next: 0,
             budget: super::inbox::DEFAULT_POLL_BUDGET,
+            own_boxes_from: usize::MAX,
+            remote_box: (0..geometry.n_senders).map(|_| None).collect(),
+            armed: (0..geometry.n_senders)
+                .map(|_| Arc::new(AtomicBool::new(true)))
+                .collect(),
         })
+    }
+
+    /// The senders from ring index `first` on own the pair lines of their
+    /// pairs: their rings read their own pair line's forward box from now
+    /// on (see the ring module doc). Call it before any such sender can
+    /// write its box (before the inbox is published).
+    pub fn set_own_boxes_from(&mut self, first: usize) {
+        self.own_boxes_from = first;
+        for sender in first..self.geometry.n_senders {
+            let ring = self.geometry.ring(&self.mem, sender);
+            PairLine {
+                mem: ring.sub(0, super::BLOCK),
+            }
+            .set_forward_ready();
+        }
+        for (sender, ring) in &mut self.active {
+            if *sender >= first {
+                let bx = ring.pair_line().forward();
+                ring.set_fast(Some(FastRx::new(bx, Some(self.armed[*sender].clone()))));
+            }
+        }
+    }
+
+    /// `sender`'s ring reads `bx` (the reverse box of a pair line in the
+    /// sender's inbox) from now on, in order with the ring. Call it before
+    /// that box's writer is told to use it ([`PairLine::set_reverse_ready`]).
+    pub fn set_remote_box(&mut self, sender: usize, bx: FastBox) -> Result<(), RingError> {
+        let n_senders = self.geometry.n_senders;
+        if sender >= n_senders {
+            return Err(RingError::NoSuchSender { sender, n_senders });
+        }
+        match self.slot_of[sender] {
+            NOT_ACTIVE => self.remote_box[sender] = Some(bx),
+            i => {
+                let armed = self.armed[sender].clone();
+                self.active[i as usize]
+                    .1
+                    .set_fast(Some(FastRx::new(bx, Some(armed))));
+            }
+        }
+        Ok(())
+    }
+
+    /// The pair line of `sender`'s ring in this inbox.
+    pub fn pair_line(&self, sender: usize) -> Result<PairLine, RingError> {
+        let n_senders = self.geometry.n_senders;
+        if sender >= n_senders {
+            return Err(RingError::NoSuchSender { sender, n_senders });
+        }
+        Ok(PairLine {
+            mem: self.geometry.ring(&self.mem, sender).sub(0, super::BLOCK),
+        })
+    }
+
+    /// Whether this side's fast box towards `sender` is tried: set by the
+    /// reading of `sender`'s ring and box, for the [`super::FastTx`] of the
+    /// other direction.
+    pub fn armed(&self, sender: usize) -> Option<Arc<AtomicBool>> {
+        self.armed.get(sender).cloned()
     }
 
     /// Sets how many records `poll_all` takes from one ring per call (>= 1).
@@ -285,7 +357,16 @@ impl InboxReceiver {
                 });
             }
             let ring = self.geometry.ring(&self.mem, sender);
-            let consumer = RingConsumer::from_mem(ring)?;
+            let mut consumer = RingConsumer::from_mem(ring)?;
+            let bx = match self.remote_box[sender].take() {
+                Some(bx) => Some(bx),
+                None if sender >= self.own_boxes_from => Some(consumer.pair_line().forward()),
+                None => None,
+            };
+            if let Some(bx) = bx {
+                let armed = self.armed[sender].clone();
+                consumer.set_fast(Some(FastRx::new(bx, Some(armed))));
+            }
             self.slot_of[sender] = self.active.len() as u32;
             self.active.push((sender, consumer));
             self.known += 1;

@@ -49,7 +49,7 @@ unsafe impl Sync for HeapBlock {}
 pub(crate) struct Mem {
     base: NonNull<u8>,
     len: usize,
-    _keep: Option<Arc<HeapBlock>>,
+    _keep: Option<Arc<dyn Send + Sync>>,
 }
 
 // SAFETY: a `Mem` is an address range; the handles that own one access the
@@ -86,7 +86,7 @@ impl Mem {
         let Some(ptr) = NonNull::new(ptr) else {
             std::alloc::handle_alloc_error(layout)
         };
-        let block = Arc::new(HeapBlock { ptr, layout });
+        let block: Arc<dyn Send + Sync> = Arc::new(HeapBlock { ptr, layout });
         Mem {
             base: ptr,
             len,
@@ -105,6 +105,16 @@ impl Mem {
             len,
             _keep: self._keep.clone(),
         }
+    }
+
+    /// The same view, also keeping `owner` (e.g. the mapping the view
+    /// lies in) alive as long as it or any sub-view lives.
+    pub(crate) fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> Mem {
+        self._keep = Some(match self._keep.take() {
+            Some(old) => Arc::new((old, owner)),
+            None => owner,
+        });
+        self
     }
 
     /// Bytes in the view.
