@@ -6,12 +6,14 @@
 
 use oxmpi_btl::btl::{AmTag, SmallMatch, SmallRecv};
 use oxmpi_btl::sm::ring::{
-    record_bytes, Inbox, InboxReceiver, PollError, Ring, RingConsumer, RingError, RingProducer,
-    SendError, DEFAULT_CAPACITY, INLINE_PAYLOAD, SLOT_PAYLOAD,
+    record_bytes, FastRx, FastTx, Inbox, InboxReceiver, PollError, Ring, RingConsumer, RingError,
+    RingProducer, SendError, DEFAULT_CAPACITY, INLINE_PAYLOAD, SLOT_PAYLOAD,
 };
 use proptest::prelude::*;
 use std::collections::VecDeque;
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 fn pattern(seq: u64, len: usize) -> Vec<u8> {
     (0..len)
@@ -526,6 +528,9 @@ enum Op {
     /// expected next (its first word flipped when the bool is set, so that
     /// it must refuse), and this much room.
     Take(usize, bool),
+    /// `try_reserve` of this many payload bytes, dropped uncommitted (a
+    /// SKIP it wrote at the lap's end stays).
+    Abandon(usize),
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -535,15 +540,24 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         3 => (0usize..=20, 0usize..=20, any::<u8>()).prop_map(|(h, d, t)| Op::Small(h, d, t)),
         3 => Just(Op::Recv),
         3 => (0usize..=260, proptest::bool::weighted(0.2)).prop_map(|(r, f)| Op::Take(r, f)),
+        1 => (0usize..=248).prop_map(Op::Abandon),
     ];
     proptest::collection::vec(op, 1..400)
 }
 
 proptest! {
     #[test]
-    fn ring_matches_a_fifo_model(ops in ops(), cap_log in 10u32..=12) {
+    fn ring_matches_a_fifo_model(ops in ops(), cap_log in 10u32..=12, boxed in any::<bool>()) {
         let cap = 1usize << cap_log;
         let (mut p, mut c) = Ring::new_heap(cap).unwrap();
+        if boxed {
+            // The forward fast box wired on both sides, as the sm BTL does.
+            let line = c.pair_line();
+            let armed = Arc::new(AtomicBool::new(true));
+            c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
+            line.set_forward_ready();
+            p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
+        }
         let mut model = VecDeque::new();
         let mut seq = 0u64;
         let mut found_empty_since_last_recv = true;
@@ -579,6 +593,12 @@ proptest! {
                     if sent {
                         model.push_back((tag, payload.clone()));
                         seq += 1;
+                    }
+                }
+                Op::Abandon(len) => {
+                    let len = len.min(Ring::max_payload(cap));
+                    if let Ok(mut r) = p.try_reserve(len) {
+                        r.truncate(0);
                     }
                 }
                 Op::Recv => {
@@ -718,4 +738,89 @@ fn a_truncated_record_leaves_no_payload_that_passes_for_a_header() {
     assert_eq!(recv(&mut c), None);
     p.try_send(6, &[b"next"]).unwrap();
     assert_eq!(recv(&mut c), Some((6, b"next".to_vec())));
+}
+
+/// Two threads through a 1 KiB ring (a wrap every few dozen records) with
+/// the forward fast box wired: small records go through the box whenever
+/// the producer finds it empty, the others through the ring, and the
+/// consumer sees every record once, in order.
+#[test]
+fn two_thread_stress_with_the_fast_box() {
+    let n = 300_000u64;
+    let (mut p, mut c) = Ring::new_heap(1024).unwrap();
+    let line = c.pair_line();
+    let armed = Arc::new(AtomicBool::new(true));
+    c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
+    line.set_forward_ready();
+    p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
+    let producer = std::thread::spawn(move || {
+        let mut buf = [0u8; 120];
+        for i in 0..n {
+            let len = match i.wrapping_mul(2654435761) % 7 {
+                0 => 120,
+                1 => 40,
+                k => 8 + 2 * k as usize,
+            };
+            buf[..8].copy_from_slice(&i.to_le_bytes());
+            for (k, b) in buf[8..len].iter_mut().enumerate() {
+                *b = (i as usize + k) as u8;
+            }
+            let (hdr, data) = buf[..len].split_at(8);
+            while !p.try_send_small(i as u8, hdr, data) {
+                match p.try_send(i as u8, &[hdr, data]) {
+                    Ok(()) => break,
+                    Err(_) => std::hint::spin_loop(),
+                }
+            }
+        }
+        p.fast_sends()
+    });
+    let mut i = 0u64;
+    while i < n {
+        let got = c
+            .poll(|tag, payload| {
+                assert_eq!(tag, i as u8);
+                assert_eq!(payload[..8], i.to_le_bytes(), "record {i} out of order");
+                for (k, &b) in payload[8..].iter().enumerate() {
+                    assert_eq!(b, (i as usize + k) as u8);
+                }
+            })
+            .unwrap();
+        if got.is_some() {
+            i += 1;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    let boxed = producer.join().unwrap();
+    assert!(boxed > 0, "the box was never used");
+    assert_eq!(recv(&mut c), None);
+}
+
+/// A box record stamped at the position where the producer then writes a
+/// SKIP (the next record does not fit before the lap's end) comes before
+/// the record after the SKIP: the consumer looks at the box before passing
+/// a SKIP. (Before, the record after the SKIP came first and the box was
+/// then reported corrupt.)
+#[test]
+fn a_box_record_stamped_at_a_skip_comes_before_it() {
+    let (mut p, mut c) = Ring::new_heap(256).unwrap();
+    let line = c.pair_line();
+    let armed = Arc::new(AtomicBool::new(true));
+    c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
+    line.set_forward_ready();
+    p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
+    for seq in 0..3 {
+        p.try_send(1, &[&pattern(seq, 40)]).unwrap();
+        assert_eq!(recv(&mut c), Some((1, pattern(seq, 40))));
+    }
+    p.try_send(2, &[&pattern(3, 16)]).unwrap(); // ring, 192..224
+    let small = pattern(4, 16);
+    assert!(p.try_send_small(3, &small[..8], &small[8..]));
+    assert_eq!(p.fast_sends(), 1, "the box, stamped 224");
+    p.try_send(4, &[&pattern(5, 56)]).unwrap(); // SKIP at 224, then 256..320
+    assert_eq!(recv(&mut c), Some((2, pattern(3, 16))));
+    assert_eq!(recv(&mut c), Some((3, small)));
+    assert_eq!(recv(&mut c), Some((4, pattern(5, 56))));
+    assert_eq!(recv(&mut c), None);
 }

@@ -1654,6 +1654,11 @@ impl Btl for SmBtl {
         Ok(Some(Endpoint(i as u32)))
     }
 
+    /// Unbinds the peer and drops what it sends. When this rank is the
+    /// higher of the pair, its receiver still reads the peer's reverse box
+    /// (so that no box record is stranded if the peer is added again),
+    /// which keeps the peer's segment mapped until then or until the
+    /// module drops.
     fn del_peer(&mut self, ep: Endpoint) {
         let i = ep.0 as usize;
         let Some(p) = self.peers.get(i) else {

@@ -155,7 +155,8 @@ impl Inbox {
     /// # Safety
     /// `base..base+len` holds an inbox formatted by [`Inbox::init`], shared
     /// with the receiver's mapping, 64-byte aligned, mapped while the handle
-    /// lives, touched meanwhile only through the inbox and ring protocols.
+    /// lives (and what it hands out: see [`RingProducer::attach`]), touched
+    /// meanwhile only through the inbox and ring protocols.
     #[cfg(not(loom))]
     pub unsafe fn attach_sender(
         base: NonNull<u8>,

@@ -566,7 +566,9 @@ impl FastRx {
     #[inline(always)]
     fn arm(&self) {
         if let Some(a) = &self.armed {
-            a.store(true, Relaxed);
+            if !a.load(Relaxed) {
+                a.store(true, Relaxed);
+            }
         }
     }
 }
@@ -590,7 +592,10 @@ impl RingProducer {
     /// `base..base+len` holds a ring formatted by [`Ring::init`] (possibly in
     /// another process), is valid for reads and writes and shared with the
     /// consumer's mapping, is 64-byte aligned, and stays mapped while the
-    /// handle lives. Only the ring protocol touches it meanwhile.
+    /// handle lives, and while anything it hands out lives (a [`PairLine`]
+    /// and the [`FastBox`]es, [`FastTx`] and [`FastRx`] made from it,
+    /// unless given an owner with [`FastBox::keeping`]). Only the ring
+    /// protocol touches it meanwhile.
     #[cfg(not(loom))]
     pub unsafe fn attach(base: NonNull<u8>, len: usize) -> Result<RingProducer, RingError> {
         // SAFETY: forwarded contract.
@@ -929,42 +934,66 @@ impl RingConsumer {
     /// The next record of the ring and its fast box, in the order the
     /// producer sent them: the box's record when its stamp is the
     /// consumer's position (every ring record sent before it is taken),
-    /// else the ring's. The ring is read before the box: a ring record seen
-    /// makes every box record sent before it visible.
+    /// else the ring's. At each position the ring's header is read before
+    /// the box's word: a ring header seen (a record or a SKIP) makes every
+    /// box record written before it visible, so a box stamped at a SKIP's
+    /// position is delivered before the SKIP is passed.
     #[inline(always)]
     fn next(&mut self) -> Result<Option<Next>, RingError> {
-        let ring = self.next_header()?;
-        let Some(f) = &self.fast else {
-            return Ok(ring.map(|(off, h)| Next::Ring(off, h)));
-        };
-        let w = f.bx.word().load(Acquire);
-        if w == 0 {
-            if ring.is_none() {
+        if self.fast.is_none() {
+            return Ok(self.next_header()?.map(|(off, h)| Next::Ring(off, h)));
+        }
+        let mut looked_again = false;
+        loop {
+            let off = (self.head & self.mask) as usize;
+            let stamp = stamp_of(self.head, self.shift);
+            let h = self.mem.word(R_DATA + off).load(Acquire);
+            let fresh = h as u32 == stamp && h != 0;
+            if !fresh && h != 0 && h as u32 != stamp.wrapping_sub(1) {
+                return Err(RingError::Corrupt {
+                    header: h,
+                    offset: off,
+                });
+            }
+            let w = self.fast.as_ref().map_or(0, |f| f.bx.word().load(Acquire));
+            if w != 0 {
+                let len = (w >> 16) as u8 as usize;
+                if w & 0xff != BOX_FULL || len > BOX_PAYLOAD {
+                    return Err(RingError::Corrupt {
+                        header: w,
+                        offset: usize::MAX,
+                    });
+                }
+                if (w >> 32) as u32 == self.head as u32 {
+                    return Ok(Some(Next::Fast(w)));
+                }
+            }
+            if fresh {
+                if h >> FLAGS_SHIFT == FLAG_SKIP {
+                    self.skip(off);
+                    continue;
+                }
+                return Ok(Some(Next::Ring(off, h)));
+            }
+            if w != 0 {
+                // Stamped past an empty-looking ring: the records sent
+                // before it are visible now that the box was read.
+                if looked_again {
+                    return Err(RingError::Corrupt {
+                        header: w,
+                        offset: usize::MAX,
+                    });
+                }
+                looked_again = true;
+                continue;
+            }
+            if self.head != self.published {
+                self.publish();
+            }
+            if let Some(f) = &self.fast {
                 f.arm();
             }
-            return Ok(ring.map(|(off, h)| Next::Ring(off, h)));
-        }
-        let len = (w >> 16) as u8 as usize;
-        if w & 0xff != BOX_FULL || len > BOX_PAYLOAD {
-            return Err(RingError::Corrupt {
-                header: w,
-                offset: usize::MAX,
-            });
-        }
-        if (w >> 32) as u32 == self.head as u32 {
-            return Ok(Some(Next::Fast(w)));
-        }
-        match ring {
-            Some((off, h)) => Ok(Some(Next::Ring(off, h))),
-            // The ring looked empty before the box was read; the records
-            // sent before the box's are visible now.
-            None => match self.next_header()? {
-                Some((off, h)) => Ok(Some(Next::Ring(off, h))),
-                None => Err(RingError::Corrupt {
-                    header: w,
-                    offset: usize::MAX,
-                }),
-            },
+            return Ok(None);
         }
     }
 
