@@ -1553,7 +1553,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let (hdr1, len) = loop {
             match btl.recv_small(ep, &m, dst) {
                 SmallRecv::Taken { hdr1, len } => break (hdr1, len),
-                SmallRecv::Empty if left > 1 && btl.polls_from_peer() => left -= 1,
+                SmallRecv::Empty if left > 1 && btl.polls_from_peer() => {
+                    left -= 1;
+                    std::hint::spin_loop();
+                }
                 SmallRecv::Empty => {
                     st.read_empty = Some((src, ctx));
                     return None;
