@@ -6,14 +6,12 @@
 
 use oxmpi_btl::btl::{AmTag, SmallMatch, SmallRecv};
 use oxmpi_btl::sm::ring::{
-    record_bytes, FastRx, FastTx, Inbox, InboxReceiver, PollError, Ring, RingConsumer, RingError,
-    RingProducer, SendError, DEFAULT_CAPACITY, INLINE_PAYLOAD, SLOT_PAYLOAD,
+    record_bytes, FastArm, FastRx, FastTx, Inbox, InboxReceiver, PollError, Ring, RingConsumer,
+    RingError, RingProducer, SendError, DEFAULT_CAPACITY, INLINE_PAYLOAD, SLOT_PAYLOAD,
 };
 use proptest::prelude::*;
 use std::collections::VecDeque;
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 fn pattern(seq: u64, len: usize) -> Vec<u8> {
     (0..len)
@@ -531,6 +529,8 @@ enum Op {
     /// `try_reserve` of this many payload bytes, dropped uncommitted (a
     /// SKIP it wrote at the lap's end stays).
     Abandon(usize),
+    /// `peek`, then `keep`: the same record must come next again.
+    Keep,
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -541,6 +541,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         3 => Just(Op::Recv),
         3 => (0usize..=260, proptest::bool::weighted(0.2)).prop_map(|(r, f)| Op::Take(r, f)),
         1 => (0usize..=248).prop_map(Op::Abandon),
+        1 => Just(Op::Keep),
     ];
     proptest::collection::vec(op, 1..400)
 }
@@ -553,7 +554,7 @@ proptest! {
         if boxed {
             // The forward fast box wired on both sides, as the sm BTL does.
             let line = c.pair_line();
-            let armed = Arc::new(AtomicBool::new(true));
+            let armed = FastArm::new();
             c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
             line.set_forward_ready();
             p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
@@ -599,6 +600,17 @@ proptest! {
                     let len = len.min(Ring::max_payload(cap));
                     if let Ok(mut r) = p.try_reserve(len) {
                         r.truncate(0);
+                    }
+                }
+                Op::Keep => {
+                    let got = c.peek().unwrap().map(|r| {
+                        let v = (r.tag(), r.payload().to_vec());
+                        r.keep();
+                        v
+                    });
+                    prop_assert_eq!(got.as_ref(), model.front());
+                    if got.is_none() {
+                        found_empty_since_last_recv = true;
                     }
                 }
                 Op::Recv => {
@@ -749,7 +761,7 @@ fn two_thread_stress_with_the_fast_box() {
     let n = 300_000u64;
     let (mut p, mut c) = Ring::new_heap(1024).unwrap();
     let line = c.pair_line();
-    let armed = Arc::new(AtomicBool::new(true));
+    let armed = FastArm::new();
     c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
     line.set_forward_ready();
     p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
@@ -806,7 +818,7 @@ fn two_thread_stress_with_the_fast_box() {
 fn a_box_record_stamped_at_a_skip_comes_before_it() {
     let (mut p, mut c) = Ring::new_heap(256).unwrap();
     let line = c.pair_line();
-    let armed = Arc::new(AtomicBool::new(true));
+    let armed = FastArm::new();
     c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
     line.set_forward_ready();
     p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));

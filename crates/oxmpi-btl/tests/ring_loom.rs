@@ -240,13 +240,11 @@ fn inbox_registration_races_with_polling() {
 /// when it is empty, the others through the ring, and the consumer must
 /// deliver them in the order sent.
 fn hand_off_boxed(cap: usize, lens: &'static [usize], recv: fn(&mut RingConsumer, &[usize])) {
-    use oxmpi_btl::sm::ring::{FastRx, FastTx};
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
+    use oxmpi_btl::sm::ring::{FastArm, FastRx, FastTx};
     model(move || {
         let (mut p, mut c) = Ring::new_heap(cap).unwrap();
         let line = c.pair_line();
-        let armed = Arc::new(AtomicBool::new(true));
+        let armed = FastArm::new();
         c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
         line.set_forward_ready();
         p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));

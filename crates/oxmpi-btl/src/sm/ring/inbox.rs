@@ -26,12 +26,12 @@
 
 use super::mem::Mem;
 use super::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use super::{FastBox, FastRx, PairLine, Ring, RingConsumer, RingError, RingProducer, R_REGISTERED};
+use super::{
+    FastArm, FastBox, FastRx, PairLine, Ring, RingConsumer, RingError, RingProducer, R_REGISTERED,
+};
 use crate::btl::{SmallMatch, SmallRecv};
 #[cfg(not(loom))]
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 const I_MAGIC: usize = 0;
 const I_SENDERS: usize = 8;
@@ -237,7 +237,7 @@ pub struct InboxReceiver {
     /// Boxes elsewhere to read along with a sender's ring, until adopted.
     remote_box: Vec<Option<FastBox>>,
     /// Per sender: whether this side's fast box towards it is tried.
-    armed: Vec<Arc<AtomicBool>>,
+    armed: Vec<FastArm>,
 }
 
 impl InboxReceiver {
@@ -264,9 +264,7 @@ impl InboxReceiver {
             budget: super::inbox::DEFAULT_POLL_BUDGET,
             own_boxes_from: usize::MAX,
             remote_box: (0..geometry.n_senders).map(|_| None).collect(),
-            armed: (0..geometry.n_senders)
-                .map(|_| Arc::new(AtomicBool::new(true)))
-                .collect(),
+            armed: (0..geometry.n_senders).map(|_| FastArm::new()).collect(),
         })
     }
 
@@ -325,7 +323,7 @@ impl InboxReceiver {
     /// Whether this side's fast box towards `sender` is tried: set by the
     /// reading of `sender`'s ring and box, for the [`super::FastTx`] of the
     /// other direction.
-    pub fn armed(&self, sender: usize) -> Option<Arc<AtomicBool>> {
+    pub fn armed(&self, sender: usize) -> Option<FastArm> {
         self.armed.get(sender).cloned()
     }
 
