@@ -836,3 +836,25 @@ fn a_box_record_stamped_at_a_skip_comes_before_it() {
     assert_eq!(recv(&mut c), Some((4, pattern(5, 56))));
     assert_eq!(recv(&mut c), None);
 }
+
+/// A box record kept after `peek` (held out of the box) stays the next
+/// record when the box is wired again, and is not lost.
+#[test]
+fn a_kept_box_record_survives_rewiring() {
+    let (mut p, mut c) = Ring::new_heap(256).unwrap();
+    let line = c.pair_line();
+    let arm = FastArm::new();
+    c.set_fast(Some(FastRx::new(line.forward(), Some(arm.clone()))));
+    line.set_forward_ready();
+    p.set_fast(Some(FastTx::forward(&p.pair_line(), arm.clone())));
+    let small = pattern(1, 16);
+    assert!(p.try_send_small(5, &small[..8], &small[8..]));
+    assert_eq!(p.fast_sends(), 1);
+    c.peek().unwrap().expect("the box record").keep();
+    c.set_fast(Some(FastRx::new(line.forward(), Some(arm.clone()))));
+    c.set_fast(None);
+    p.try_send(6, &[&pattern(2, 40)]).unwrap();
+    assert_eq!(recv(&mut c), Some((5, small)));
+    assert_eq!(recv(&mut c), Some((6, pattern(2, 40))));
+    assert_eq!(recv(&mut c), None);
+}

@@ -276,3 +276,56 @@ fn box_records_around_a_wrap_keep_their_order() {
     // record at the next lap's start; box records before and after it.
     hand_off_boxed(256, &[40usize, 40, 40, 16, 56, 16, 16, 40], receive);
 }
+
+/// Receives `lens`' records alternately through `poll` (a progress pass:
+/// a box record taken so marks the box late) and `take_small` (in place:
+/// clears the mark, so the producer uses the box again).
+fn receive_alternating(c: &mut RingConsumer, lens: &[usize]) {
+    for (seq, &len) in lens.iter().enumerate() {
+        let want = payload(seq as u8, len);
+        if seq % 2 == 0 {
+            loop {
+                match c.poll(|tag, p| (tag, p.to_vec())).expect("corrupt") {
+                    Some((tag, p)) => {
+                        assert_eq!((tag, p), (seq as u8, want), "record {seq}");
+                        break;
+                    }
+                    None => thread::yield_now(),
+                }
+            }
+        } else {
+            receive_small_one(c, seq, &want);
+        }
+    }
+}
+
+/// Takes record `seq` (payload `want`) through `take_small`.
+fn receive_small_one(c: &mut RingConsumer, seq: usize, want: &[u8]) {
+    let mut h = [0u8; 16];
+    h[..12].copy_from_slice(&want[..12]);
+    let m = SmallMatch {
+        tag: AmTag(seq as u8),
+        hdr_len: 12,
+        want: [
+            u64::from_le_bytes(h[..8].try_into().unwrap()),
+            u64::from_le_bytes(h[8..].try_into().unwrap()),
+        ],
+        mask: [u64::MAX, 0xffff_ffff],
+    };
+    let mut dst = [0u8; 128];
+    loop {
+        match c.take_small(&m, &mut dst) {
+            SmallRecv::Taken { len: n, .. } => {
+                assert_eq!(&dst[..n], &want[12..], "record {seq}");
+                return;
+            }
+            SmallRecv::Empty => thread::yield_now(),
+            SmallRecv::Other => panic!("record {seq} refused"),
+        }
+    }
+}
+
+#[test]
+fn box_records_marked_late_and_cleared_keep_their_order() {
+    hand_off_boxed(256, &[16usize, 16, 16, 40, 16, 16], receive_alternating);
+}

@@ -1553,6 +1553,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let (hdr1, len) = loop {
             match btl.recv_small(ep, &m, dst) {
                 SmallRecv::Taken { hdr1, len } => break (hdr1, len),
+                // A pause between polls: with the pair lines (sm) the line
+                // polled is the one the sender answers in; polling it flat
+                // out takes it back while the other side is between reading
+                // and answering (docs/performance.md).
                 SmallRecv::Empty if left > 1 && btl.polls_from_peer() => {
                     left -= 1;
                     std::hint::spin_loop();

@@ -105,8 +105,9 @@
 //! direction, read by the other ring's consumer ([`RingConsumer::set_fast`]).
 //!
 //! * A box holds one record of up to [`BOX_PAYLOAD`] (24) bytes. Its word
-//!   is 0 when empty, else FULL (bits 0..8), tag (8..16), length (16..24)
-//!   and the producer's ring position when it was written (32..64), written
+//!   is 0 when empty, 2 (LATE, below) when empty and not to be used, else
+//!   FULL (bits 0..8), tag (8..16), length (16..24) and the low 32 bits of
+//!   the producer's ring position when it was written (32..64), written
 //!   last with `Release`; the payload follows it.
 //! * [`RingProducer::try_send_small`] puts a record in the box when the box
 //!   is tried (the [`FastArm`] shared with this side's reader of the other
@@ -120,9 +121,10 @@
 //!   soon. A record handed over by a progress pass ([`RingConsumer::peek`])
 //!   is answered late (after its handler, a request's completion, the
 //!   return from a test or wait call): the reader then copies it out and
-//!   leaves the box marked LATE (empty; its writer uses the ring), and its
-//!   own answer goes by the ring too, until it takes in place again (which
-//!   clears the mark). Measured in the slow state, an `MPI_Irecv` +
+//!   leaves the box marked LATE (empty; its writer uses the ring until the
+//!   reader takes a record in place again, which clears the mark), and its
+//!   own next small send (the answer) goes by the ring too. Measured in the
+//!   slow state, an `MPI_Irecv` +
 //!   `MPI_Test` loop ping-pong took 0.40 µs with the box against 0.33-0.34
 //!   without; with the mark, 0.33 (ring only, as before).
 //! * Order: the consumer delivers the box's record when its position is
@@ -634,9 +636,10 @@ pub struct FastRx {
 }
 
 impl FastRx {
-    /// Reads `bx`; sets `armed` (shared with the [`FastTx`] of the other
-    /// direction, if any) whenever it takes a record from the box or finds
-    /// box and ring empty.
+    /// Reads `bx`, updating `armed` (shared with the [`FastTx`] of the other
+    /// direction, if any): on when it takes a box record in place, late
+    /// (this side's next small send goes by the ring) when a progress pass
+    /// takes one, on again when it finds box and ring empty.
     pub fn new(bx: FastBox, armed: Option<FastArm>) -> FastRx {
         FastRx {
             bx,
@@ -1020,8 +1023,20 @@ impl RingConsumer {
 
     /// Reads a fast box along with the ring, in order (see the module
     /// doc); `None` stops it. Set it before the box's writer may use it.
+    /// A box record held out of the old box ([`Record::keep`]) stays the
+    /// next record: it moves to the new one, and `None` is ignored until it
+    /// is released.
     pub fn set_fast(&mut self, fast: Option<FastRx>) {
-        self.fast = fast;
+        let held = self.fast.as_ref().and_then(|f| f.held.map(|h| (h, f.copy)));
+        match (fast, held) {
+            (Some(mut f), Some((h, copy))) => {
+                f.held = Some(h);
+                f.copy = copy;
+                self.fast = Some(f);
+            }
+            (None, Some(_)) => {}
+            (fast, None) => self.fast = fast,
+        }
     }
 
     /// This ring's pair line.
@@ -1211,8 +1226,8 @@ impl RingConsumer {
         // test or wait call, while the other side polls the line. An answer
         // through the box would then take the line back a third time, and
         // so would the other side's next record: both go by the ring (this
-        // side's answer by the late state, the other side's by the mark),
-        // until this side takes in place again.
+        // side's next small send by the late state, the other side's
+        // records by the mark until this side takes one in place).
         f.late();
     }
 
@@ -1395,6 +1410,8 @@ impl RingConsumer {
         }
         crate::mem::copy_small(&mut dst[..n], &p[m.hdr_len..len]);
         f.held = None;
+        f.arm();
+        self.unmark();
         SmallRecv::Taken { hdr1: w1, len: n }
     }
 
@@ -1473,7 +1490,8 @@ impl Record<'_> {
         self.control
     }
 
-    /// The payload, in the ring.
+    /// The payload, in the ring (a box record's: its copy, the box being
+    /// emptied already).
     #[inline]
     pub fn payload(&self) -> &[u8] {
         if self.fast {
@@ -1500,7 +1518,8 @@ impl Record<'_> {
         }
     }
 
-    /// Leaves the record in the ring: the next `peek` returns it again.
+    /// Leaves the record (a box record: its copy) first: the next `peek`
+    /// returns it again.
     pub fn keep(mut self) {
         self.release = false;
     }
