@@ -515,6 +515,15 @@ fn small_records_go_the_small_way() {
     assert_eq!(recv(&mut c), None);
 }
 
+/// Wires the ring's forward fast box on both sides, as the sm BTL does.
+fn wire_box(p: &mut RingProducer, c: &mut RingConsumer) {
+    let line = c.pair_line();
+    let armed = FastArm::new();
+    c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
+    line.set_forward_ready();
+    p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Send(usize, u8),
@@ -553,11 +562,7 @@ proptest! {
         let (mut p, mut c) = Ring::new_heap(cap).unwrap();
         if boxed {
             // The forward fast box wired on both sides, as the sm BTL does.
-            let line = c.pair_line();
-            let armed = FastArm::new();
-            c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
-            line.set_forward_ready();
-            p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
+            wire_box(&mut p, &mut c);
         }
         let mut model = VecDeque::new();
         let mut seq = 0u64;
@@ -760,11 +765,7 @@ fn a_truncated_record_leaves_no_payload_that_passes_for_a_header() {
 fn two_thread_stress_with_the_fast_box() {
     let n = 300_000u64;
     let (mut p, mut c) = Ring::new_heap(1024).unwrap();
-    let line = c.pair_line();
-    let armed = FastArm::new();
-    c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
-    line.set_forward_ready();
-    p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
+    wire_box(&mut p, &mut c);
     let producer = std::thread::spawn(move || {
         let mut buf = [0u8; 120];
         for i in 0..n {
@@ -817,11 +818,7 @@ fn two_thread_stress_with_the_fast_box() {
 #[test]
 fn a_box_record_stamped_at_a_skip_comes_before_it() {
     let (mut p, mut c) = Ring::new_heap(256).unwrap();
-    let line = c.pair_line();
-    let armed = FastArm::new();
-    c.set_fast(Some(FastRx::new(line.forward(), Some(armed.clone()))));
-    line.set_forward_ready();
-    p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
+    wire_box(&mut p, &mut c);
     for seq in 0..3 {
         p.try_send(1, &[&pattern(seq, 40)]).unwrap();
         assert_eq!(recv(&mut c), Some((1, pattern(seq, 40))));
@@ -842,16 +839,13 @@ fn a_box_record_stamped_at_a_skip_comes_before_it() {
 #[test]
 fn a_kept_box_record_survives_rewiring() {
     let (mut p, mut c) = Ring::new_heap(256).unwrap();
+    wire_box(&mut p, &mut c);
     let line = c.pair_line();
-    let arm = FastArm::new();
-    c.set_fast(Some(FastRx::new(line.forward(), Some(arm.clone()))));
-    line.set_forward_ready();
-    p.set_fast(Some(FastTx::forward(&p.pair_line(), arm.clone())));
     let small = pattern(1, 16);
     assert!(p.try_send_small(5, &small[..8], &small[8..]));
     assert_eq!(p.fast_sends(), 1);
     c.peek().unwrap().expect("the box record").keep();
-    c.set_fast(Some(FastRx::new(line.forward(), Some(arm.clone()))));
+    c.set_fast(Some(FastRx::new(line.forward(), Some(FastArm::new()))));
     c.set_fast(None);
     p.try_send(6, &[&pattern(2, 40)]).unwrap();
     assert_eq!(recv(&mut c), Some((5, small)));

@@ -42,29 +42,7 @@ fn receive(c: &mut RingConsumer, lens: &[usize]) {
 /// path) with a match on each record's first 12 bytes.
 fn receive_small(c: &mut RingConsumer, lens: &[usize]) {
     for (seq, &len) in lens.iter().enumerate() {
-        let want = payload(seq as u8, len);
-        let mut h = [0u8; 16];
-        h[..12].copy_from_slice(&want[..12]);
-        let m = SmallMatch {
-            tag: AmTag(seq as u8),
-            hdr_len: 12,
-            want: [
-                u64::from_le_bytes(h[..8].try_into().unwrap()),
-                u64::from_le_bytes(h[8..].try_into().unwrap()),
-            ],
-            mask: [u64::MAX, 0xffff_ffff],
-        };
-        let mut dst = [0u8; 128];
-        loop {
-            match c.take_small(&m, &mut dst) {
-                SmallRecv::Taken { len: n, .. } => {
-                    assert_eq!(&dst[..n], &want[12..], "record {seq}");
-                    break;
-                }
-                SmallRecv::Empty => thread::yield_now(),
-                SmallRecv::Other => panic!("record {seq} refused"),
-            }
-        }
+        receive_small_one(c, seq, &payload(seq as u8, len));
     }
 }
 

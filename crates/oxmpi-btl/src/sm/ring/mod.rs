@@ -1326,13 +1326,9 @@ impl RingConsumer {
                 .load_bytes(R_DATA + off + HEADER_BYTES, &mut copy[..len.max(16)]);
             &copy[..len.max(16)]
         };
-        let w = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
-        let (w0, w1) = (w(0), w(8));
-        let n = len - m.hdr_len;
-        if !m.matches(w0, w1) || n > dst.len() {
+        let Some((w1, n)) = match_copy(p, len, m, dst) else {
             return SmallRecv::Other;
-        }
-        crate::mem::copy_small(&mut dst[..n], &p[m.hdr_len..len]);
+        };
         // As far ahead of the record's last slot as `peek` looks past a
         // one-slot record.
         #[cfg(not(loom))]
@@ -1380,13 +1376,9 @@ impl RingConsumer {
             f.bx.mem.load_bytes(HEADER_BYTES, &mut copy);
             &copy[..]
         };
-        let word = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
-        let (w0, w1) = (word(0), word(8));
-        let n = len - m.hdr_len;
-        if !m.matches(w0, w1) || n > dst.len() {
+        let Some((w1, n)) = match_copy(p, len, m, dst) else {
             return SmallRecv::Other;
-        }
-        crate::mem::copy_small(&mut dst[..n], &p[m.hdr_len..len]);
+        };
         self.release_fast();
         SmallRecv::Taken { hdr1: w1, len: n }
     }
@@ -1401,14 +1393,12 @@ impl RingConsumer {
             return SmallRecv::Other;
         };
         let len = len as usize;
-        let p = &f.copy;
-        let word = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
-        let (w0, w1) = (word(0), word(8));
-        let n = len.wrapping_sub(m.hdr_len);
-        if tag != m.tag.0 || len < m.hdr_len || !m.matches(w0, w1) || n > dst.len() {
+        if tag != m.tag.0 || len < m.hdr_len {
             return SmallRecv::Other;
         }
-        crate::mem::copy_small(&mut dst[..n], &p[m.hdr_len..len]);
+        let Some((w1, n)) = match_copy(&f.copy, len, m, dst) else {
+            return SmallRecv::Other;
+        };
         f.held = None;
         f.arm();
         self.unmark();
@@ -1461,6 +1451,23 @@ impl Drop for RingConsumer {
         self.publish();
         self.mem.word(R_CONSUMER_ATTACHED).store(0, Release);
     }
+}
+
+/// The small receive's match of a record's payload `p` (at least 16
+/// bytes, `len` of them the record's, `len >= m.hdr_len`): when its first
+/// 16 bytes match `m` and its data (past `m.hdr_len`) fits `dst`, copies
+/// the data to the start of `dst` and returns the header's second word and
+/// the data's length.
+#[inline(always)]
+fn match_copy(p: &[u8], len: usize, m: &SmallMatch, dst: &mut [u8]) -> Option<(u64, usize)> {
+    let word = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
+    let (w0, w1) = (word(0), word(8));
+    let n = len - m.hdr_len;
+    if !m.matches(w0, w1) || n > dst.len() {
+        return None;
+    }
+    crate::mem::copy_small(&mut dst[..n], &p[m.hdr_len..len]);
+    Some((w1, n))
 }
 
 /// A record read in place. Dropping it releases its space to the producer.
