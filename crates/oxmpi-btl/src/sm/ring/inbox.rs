@@ -275,11 +275,9 @@ impl InboxReceiver {
     pub fn set_own_boxes_from(&mut self, first: usize) {
         self.own_boxes_from = first;
         for sender in first..self.geometry.n_senders {
-            let ring = self.geometry.ring(&self.mem, sender);
-            PairLine {
-                mem: ring.sub(0, super::BLOCK),
+            if let Ok(line) = self.pair_line(sender) {
+                line.set_forward_ready();
             }
-            .set_forward_ready();
         }
         for (sender, ring) in &mut self.active {
             if *sender >= first {

@@ -822,20 +822,16 @@ impl RingProducer {
     #[inline(always)]
     pub fn try_send_small(&mut self, tag: u8, hdr: &[u8], data: &[u8]) -> bool {
         let (h, len) = (hdr.len(), hdr.len() + data.len());
+        let small = (8..=16).contains(&h) && data.len() <= 16;
         if let Some(f) = &mut self.fast {
-            if len <= BOX_PAYLOAD
-                && (8..=16).contains(&h)
-                && data.len() <= 16
-                && f.try_send(tag, hdr, data, len, self.tail)
-            {
+            if small && len <= BOX_PAYLOAD && f.try_send(tag, hdr, data, len, self.tail) {
                 return true;
             }
         }
         let size = record_bytes(len) as u64;
         let tail = self.tail;
         let off = tail & self.mask;
-        if !(8..=16).contains(&h)
-            || data.len() > 16
+        if !small
             || len > self.max_payload
             || size > self.capacity - off
             || tail + size - self.head_cache > self.capacity
@@ -1055,10 +1051,9 @@ impl RingConsumer {
     /// position is delivered before the SKIP is passed.
     #[inline(always)]
     fn next(&mut self) -> Result<Option<Next>, RingError> {
-        match &self.fast {
-            None => return Ok(self.next_header()?.map(|(off, h)| Next::Ring(off, h))),
-            Some(f) if f.held.is_some() => return Ok(Some(Next::Held)),
-            Some(_) => {}
+        // Without a box its word reads as 0 below: the ring alone.
+        if self.fast.as_ref().is_some_and(|f| f.held.is_some()) {
+            return Ok(Some(Next::Held));
         }
         let mut looked_again = false;
         loop {
@@ -1249,36 +1244,6 @@ impl RingConsumer {
             release: true,
             #[cfg(loom)]
             copy: Vec::new(),
-        }
-    }
-
-    /// The next record's offset and header word, past a SKIP at the lap's
-    /// end; `Ok(None)` when the ring is empty (the head is published then,
-    /// so that a producer waiting for room sees it). A header of neither
-    /// this lap nor the last is corrupt.
-    #[inline(always)]
-    fn next_header(&mut self) -> Result<Option<(usize, u64)>, RingError> {
-        loop {
-            let off = (self.head & self.mask) as usize;
-            let stamp = stamp_of(self.head, self.shift);
-            let h = self.mem.word(R_DATA + off).load(Acquire);
-            if h as u32 != stamp || h == 0 {
-                if h != 0 && h as u32 != stamp.wrapping_sub(1) {
-                    return Err(RingError::Corrupt {
-                        header: h,
-                        offset: off,
-                    });
-                }
-                if self.head != self.published {
-                    self.publish();
-                }
-                return Ok(None);
-            }
-            // A SKIP has no length: flags and length in one compare.
-            if h >> FLAGS_SHIFT != FLAG_SKIP {
-                return Ok(Some((off, h)));
-            }
-            self.skip(off);
         }
     }
 
