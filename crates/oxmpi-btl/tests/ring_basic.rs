@@ -557,13 +557,22 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 
 proptest! {
     #[test]
-    fn ring_matches_a_fifo_model(ops in ops(), cap_log in 10u32..=12, boxed in any::<bool>()) {
+    fn ring_matches_a_fifo_model(
+        ops in ops(),
+        cap_log in 10u32..=12,
+        boxed in any::<bool>(),
+        evict in 0usize..=3,
+    ) {
         let cap = 1usize << cap_log;
         let (mut p, mut c) = Ring::new_heap(cap).unwrap();
         if boxed {
             // The forward fast box wired on both sides, as the sm BTL does.
             wire_box(&mut p, &mut c);
         }
+        // Evicting lines ahead is a cache hint: nothing the model sees
+        // changes (at most an eighth of the ring: 2 to 8 lines here).
+        let got = c.set_evict_ahead(evict);
+        prop_assert!(got <= evict && got <= cap / 64 / 8);
         let mut model = VecDeque::new();
         let mut seq = 0u64;
         let mut found_empty_since_last_recv = true;
@@ -763,9 +772,21 @@ fn a_truncated_record_leaves_no_payload_that_passes_for_a_header() {
 /// consumer sees every record once, in order.
 #[test]
 fn two_thread_stress_with_the_fast_box() {
+    two_thread_stress(1024, 0);
+}
+
+/// As above, the reader evicting lines ahead of its head (a 4 KiB ring:
+/// up to 8 lines ahead) while the writer fills them.
+#[test]
+fn two_thread_stress_evicting_ahead() {
+    two_thread_stress(4096, 8);
+}
+
+fn two_thread_stress(cap: usize, evict: usize) {
     let n = 300_000u64;
-    let (mut p, mut c) = Ring::new_heap(1024).unwrap();
+    let (mut p, mut c) = Ring::new_heap(cap).unwrap();
     wire_box(&mut p, &mut c);
+    c.set_evict_ahead(evict);
     let producer = std::thread::spawn(move || {
         let mut buf = [0u8; 120];
         for i in 0..n {

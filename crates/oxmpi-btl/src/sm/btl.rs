@@ -91,6 +91,10 @@ use crate::btl::{
 use crate::cma::{self, CmaError, CmaPeer, ProbeWord};
 use crate::mem::{copy_bytes, MemRegion};
 
+/// [`SmConfig::evict_ahead`]'s default, in lines: measured on this
+/// project's machine (`docs/performance.md`, "Evicting ahead").
+pub const DEFAULT_EVICT_AHEAD: usize = 12;
+
 /// Default limits of the sm BTL. `max_send_size` and `max_sendi_size` are
 /// clamped at construction to what one ring record carries
 /// ([`Ring::max_payload`]: 65592 bytes with the 256 KiB rings of a node of
@@ -207,6 +211,10 @@ pub struct SmConfig {
     /// Whether small records may go through the pair lines' fast boxes
     /// (see `ring`'s module doc); both ranks of a pair must allow it.
     pub pair_boxes: bool,
+    /// How many lines ahead of its head a ring's reader evicts lines the
+    /// writer has not written yet (`ring`'s module doc, "Evicting ahead");
+    /// 0: never.
+    pub evict_ahead: usize,
 }
 
 impl SmConfig {
@@ -219,11 +227,13 @@ impl SmConfig {
             limits: DEFAULT_LIMITS,
             single_copy: true,
             pair_boxes: true,
+            evict_ahead: DEFAULT_EVICT_AHEAD,
         }
     }
 
     /// Registers `btl_sm_*`: the limits ([`Limits::register`]),
-    /// `btl_sm_ring_size`, `btl_sm_single_copy` and `btl_sm_pair_boxes`.
+    /// `btl_sm_ring_size`, `btl_sm_single_copy`, `btl_sm_pair_boxes` and
+    /// `btl_sm_evict_ahead`.
     pub fn register_params(
         reg: &mut oxmpi_runtime::mca::Registry,
     ) -> Result<(), oxmpi_runtime::mca::McaError> {
@@ -248,6 +258,16 @@ impl SmConfig {
                      the ring: one line moves per message in a ping-pong",
                 ),
         )?;
+        reg.register(
+            ParamSpec::int("btl", "sm", "evict_ahead", DEFAULT_EVICT_AHEAD as i64)
+                .level(5)
+                .help(
+                    "as a ring's reader enters a new cache line, evict (CLFLUSHOPT) the line \
+                     this many lines ahead unless the writer already wrote it, so that the \
+                     writer does not wait to take it back from the reader's caches \
+                     (0: never; ignored without CLFLUSHOPT)",
+                ),
+        )?;
         Ok(())
     }
 
@@ -268,6 +288,15 @@ impl SmConfig {
             limits: Limits::from_registry(reg, "sm")?,
             single_copy: reg.get_bool("btl_sm_single_copy")?,
             pair_boxes: reg.get_bool("btl_sm_pair_boxes")?,
+            evict_ahead: {
+                let v = reg.get_int("btl_sm_evict_ahead")?;
+                usize::try_from(v).map_err(|_| oxmpi_runtime::mca::McaError::InvalidValue {
+                    name: "btl_sm_evict_ahead".into(),
+                    value: v.to_string(),
+                    source_desc: "the parameter's resolved value".into(),
+                    reason: "a count of cache lines, 0 or more".into(),
+                })?
+            },
         })
     }
 }
@@ -760,6 +789,7 @@ impl SmBtl {
             // ring the higher one writes (ring indices from ours on).
             rx.set_own_boxes_from(cfg.local_index as usize);
         }
+        rx.set_evict_ahead(cfg.evict_ahead);
         let ctl = segment.words(0, CTL_WORDS).expect("control block fits");
         for (w, v) in ctl.iter().zip([
             0,

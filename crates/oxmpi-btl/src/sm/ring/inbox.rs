@@ -238,6 +238,8 @@ pub struct InboxReceiver {
     remote_box: Vec<Option<FastBox>>,
     /// Per sender: whether this side's fast box towards it is tried.
     armed: Vec<FastArm>,
+    /// [`RingConsumer::set_evict_ahead`] of every ring, in lines.
+    evict_ahead: usize,
 }
 
 impl InboxReceiver {
@@ -265,6 +267,7 @@ impl InboxReceiver {
             own_boxes_from: usize::MAX,
             remote_box: (0..geometry.n_senders).map(|_| None).collect(),
             armed: (0..geometry.n_senders).map(|_| FastArm::new()).collect(),
+            evict_ahead: 0,
         })
     }
 
@@ -305,6 +308,15 @@ impl InboxReceiver {
             }
         }
         Ok(())
+    }
+
+    /// [`RingConsumer::set_evict_ahead`] for every ring of the inbox, those
+    /// adopted later too.
+    pub fn set_evict_ahead(&mut self, lines: usize) {
+        self.evict_ahead = lines;
+        for (_, ring) in &mut self.active {
+            ring.set_evict_ahead(lines);
+        }
     }
 
     /// The pair line of `sender`'s ring in this inbox.
@@ -355,6 +367,7 @@ impl InboxReceiver {
             }
             let ring = self.geometry.ring(&self.mem, sender);
             let mut consumer = RingConsumer::from_mem(ring)?;
+            consumer.set_evict_ahead(self.evict_ahead);
             let bx = match self.remote_box[sender].take() {
                 Some(bx) => Some(bx),
                 None if sender >= self.own_boxes_from => Some(consumer.pair_line().forward()),

@@ -150,6 +150,27 @@ impl Mem {
         }
     }
 
+    /// Evicts the cache line holding `off` from every cache (`CLFLUSHOPT`),
+    /// when the processor has that instruction ([`can_evict`]); nothing
+    /// otherwise, or past the view. Memory is unchanged: a hint about where
+    /// the line should be when it is next written.
+    #[inline(always)]
+    pub(crate) fn evict(&self, off: usize) {
+        if off < self.len && can_evict() {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: CLFLUSHOPT exists on this processor (`can_evict`
+            // checked CPUID); it changes no memory and does not fault on an
+            // address inside the view, which is mapped.
+            unsafe {
+                std::arch::asm!(
+                    "clflushopt [{0}]",
+                    in(reg) self.base.as_ptr().add(off),
+                    options(nostack, preserves_flags)
+                );
+            }
+        }
+    }
+
     /// The bytes `off..off+len`, to read.
     ///
     /// # Safety
@@ -233,4 +254,33 @@ impl Mem {
             self.word(off + 8 * i).store(u64::from_le_bytes(w), Relaxed);
         }
     }
+}
+
+/// Whether [`Mem::evict`] evicts: an x86-64 processor with `CLFLUSHOPT`
+/// (CPUID leaf 7, EBX bit 23), looked up once.
+#[cfg(not(loom))]
+pub(crate) fn can_evict() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    // 0: not looked up yet, 1: no, 2: yes.
+    static CAN: AtomicU8 = AtomicU8::new(0);
+    match CAN.load(Relaxed) {
+        0 => {
+            let yes = has_clflushopt();
+            CAN.store(if yes { 2 } else { 1 }, Relaxed);
+            yes
+        }
+        v => v == 2,
+    }
+}
+
+#[cfg(all(not(loom), target_arch = "x86_64"))]
+fn has_clflushopt() -> bool {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    // Leaf 7 is read only when leaf 0 says it exists.
+    __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ebx & (1 << 23) != 0
+}
+
+#[cfg(all(not(loom), not(target_arch = "x86_64")))]
+fn has_clflushopt() -> bool {
+    false
 }
