@@ -265,7 +265,7 @@ impl SmConfig {
                     "as a ring's reader enters a new cache line, evict (CLFLUSHOPT) the line \
                      this many lines ahead unless the writer already wrote it, so that the \
                      writer does not wait to take it back from the reader's caches \
-                     (0: never; ignored without CLFLUSHOPT)",
+                     (0: never; at most an eighth of the ring; ignored without CLFLUSHOPT)",
                 ),
         )?;
         Ok(())
@@ -289,11 +289,14 @@ impl SmConfig {
             single_copy: reg.get_bool("btl_sm_single_copy")?,
             pair_boxes: reg.get_bool("btl_sm_pair_boxes")?,
             evict_ahead: {
-                let v = reg.get_int("btl_sm_evict_ahead")?;
+                let name = "btl_sm_evict_ahead";
+                let v = reg.get_int(name)?;
                 usize::try_from(v).map_err(|_| oxmpi_runtime::mca::McaError::InvalidValue {
-                    name: "btl_sm_evict_ahead".into(),
+                    name: name.into(),
                     value: v.to_string(),
-                    source_desc: "the parameter's resolved value".into(),
+                    source_desc: reg
+                        .param(name)
+                        .map_or_else(String::new, |p| p.source().describe(name)),
                     reason: "a count of cache lines, 0 or more".into(),
                 })?
             },
@@ -2173,10 +2176,12 @@ mod tests {
             &Sources::new()
                 .with_env("btl_sm_ring_size", "16K")
                 .with_env("btl_sm_single_copy", "0")
-                .with_env("btl_sm_eager_limit", "2K"),
+                .with_env("btl_sm_eager_limit", "2K")
+                .with_env("btl_sm_evict_ahead", "3"),
         )
         .unwrap();
         let cfg = SmConfig::from_registry(&reg, 2, 4).unwrap();
+        assert_eq!(cfg.evict_ahead, 3);
         assert_eq!(cfg.ring_capacity, 16 * 1024);
         assert!(!cfg.single_copy);
         assert_eq!(cfg.limits.eager_limit, 2048);
@@ -2190,6 +2195,18 @@ mod tests {
         })
         .is_err());
         assert!(SmBtl::new(SmConfig::new(2, 2)).is_err());
+        assert_eq!(SmConfig::new(0, 2).evict_ahead, DEFAULT_EVICT_AHEAD);
+    }
+
+    #[test]
+    fn a_negative_evict_ahead_is_refused_by_name() {
+        use oxmpi_runtime::mca::{Registry, Sources};
+        let mut reg = Registry::new();
+        SmConfig::register_params(&mut reg).unwrap();
+        reg.apply(&Sources::new().with_env("btl_sm_evict_ahead", "-1"))
+            .unwrap();
+        let e = SmConfig::from_registry(&reg, 0, 2).unwrap_err().to_string();
+        assert!(e.contains("btl_sm_evict_ahead") && e.contains("-1"), "{e}");
     }
 
     fn pair(sc_a: bool, sc_b: bool) -> (SmBtl, Endpoint, SmBtl, Endpoint) {

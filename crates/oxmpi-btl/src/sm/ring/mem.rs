@@ -276,8 +276,14 @@ pub(crate) fn can_evict() -> bool {
 #[cfg(all(not(loom), target_arch = "x86_64"))]
 fn has_clflushopt() -> bool {
     use std::arch::x86_64::{__cpuid, __cpuid_count};
-    // Leaf 7 is read only when leaf 0 says it exists.
-    __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ebx & (1 << 23) != 0
+    // Safe functions since Rust 1.9x; `unsafe fn`s at the declared
+    // rust-version (1.80).
+    #[allow(unused_unsafe)]
+    // SAFETY: every x86-64 processor has CPUID; leaf 7 is read only when
+    // leaf 0 says it exists.
+    unsafe {
+        __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ebx & (1 << 23) != 0
+    }
 }
 
 #[cfg(all(not(loom), not(target_arch = "x86_64")))]

@@ -155,10 +155,12 @@
 //! 8-byte message rate of 9.5-10.5 M/s). `PREFETCHW` or an early store to
 //! the line does not help here (measured with `docs/perf/probes/evict_ahead.c`).
 //!
-//! So the consumer, each time its head enters a new line, evicts
-//! (`CLFLUSHOPT`) the line [`RingConsumer::set_evict_ahead`] lines ahead,
-//! unless the producer has already written it this lap (its first word is
-//! this lap's header: that line is for the consumer to read next). The
+//! So the consumer, each time a record it releases takes its head into a
+//! new line, evicts (`CLFLUSHOPT`) the line [`RingConsumer::set_evict_ahead`]
+//! lines past the head's line, unless the producer has already written it
+//! this lap (its first word is this lap's header: that line is for the
+//! consumer to read next; a line starting inside a record is evicted,
+//! harmless). A SKIP evicts nothing; a record of many lines, one line. The
 //! producer then finds that line in no other cache. Measured, 8-byte
 //! message rate: 11.9-13.5 M/s in the slow state (against 9.5-10.5), and
 //! 21-22 against 23-24 M/s in the usual state, at the sm BTL's default of
@@ -1043,8 +1045,9 @@ impl RingConsumer {
         })
     }
 
-    /// Each time the head enters a new line, evicts the line `lines` lines
-    /// ahead from every cache if the producer has not written it this lap
+    /// Each time a released record takes the head into a new line, evicts
+    /// the line `lines` lines past the head's from every cache if the
+    /// producer has not written it this lap
     /// (see "Evicting ahead" in the module doc). 0 (the default) turns it
     /// off, as does a processor without the instruction; at most an eighth
     /// of the ring. Returns the distance in force, in lines.
