@@ -262,8 +262,9 @@ impl SmConfig {
             ParamSpec::int("btl", "sm", "evict_ahead", DEFAULT_EVICT_AHEAD as i64)
                 .level(5)
                 .help(
-                    "as a ring's reader enters a new cache line, evict (CLFLUSHOPT) the line \
-                     this many lines ahead unless the writer already wrote it, so that the \
+                    "as a ring's reader finishes a cache line of small records, evict \
+                     (CLFLUSHOPT) the line this many lines ahead unless the writer already \
+                     wrote it, so that the \
                      writer does not wait to take it back from the reader's caches \
                      (0: never; at most an eighth of the ring; ignored without CLFLUSHOPT)",
                 ),
