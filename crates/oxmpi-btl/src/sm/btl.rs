@@ -2287,6 +2287,26 @@ mod tests {
         }
     }
 
+    /// `way` 0: a progress pass, recorded in `rec`; 1: takes in place
+    /// ([`drain_in_place`] from `ep`); else nothing. Checks what arrived
+    /// from `next` on.
+    fn drain_by(
+        way: u64,
+        btl: &mut SmBtl,
+        rec: &mut crate::conformance::Recorder,
+        ep: Endpoint,
+        next: &mut u64,
+    ) {
+        match way {
+            0 => {
+                btl.progress(rec);
+                check_seqs(rec, next);
+            }
+            1 => drain_in_place(btl, ep, next),
+            _ => {}
+        }
+    }
+
     /// Takes in place (`recv_small`) every message from `ep` that is
     /// there, checking sequence numbers from `next` on and their data.
     fn drain_in_place(btl: &mut SmBtl, ep: Endpoint, next: &mut u64) {
@@ -2397,22 +2417,8 @@ mod tests {
                 }
                 // Drained by a progress pass (which marks a box it takes
                 // from late) or taken in place (which clears the mark).
-                match rnd(4) {
-                    0 => {
-                        b.progress(&mut rb);
-                        check_seqs(&mut rb, &mut got_ab);
-                    }
-                    1 => drain_in_place(&mut b, ba, &mut got_ab),
-                    _ => {}
-                }
-                match rnd(4) {
-                    0 => {
-                        a.progress(&mut ra);
-                        check_seqs(&mut ra, &mut got_ba);
-                    }
-                    1 => drain_in_place(&mut a, ab, &mut got_ba),
-                    _ => {}
-                }
+                drain_by(rnd(4), &mut b, &mut rb, ba, &mut got_ab);
+                drain_by(rnd(4), &mut a, &mut ra, ab, &mut got_ba);
             }
             while got_ab < sent_ab || got_ba < sent_ba {
                 a.progress(&mut ra);

@@ -150,16 +150,18 @@ impl Mem {
         }
     }
 
-    /// Evicts the cache line holding `off` from every cache (`CLFLUSHOPT`),
-    /// when the processor has that instruction ([`can_evict`]); nothing
-    /// otherwise, or past the view. Memory is unchanged: a hint about where
-    /// the line should be when it is next written.
+    /// Evicts the cache line holding `off` from every cache (`CLFLUSHOPT`);
+    /// nothing past the view. Memory is unchanged: a hint about where the
+    /// line should be when it is next written.
+    ///
+    /// # Safety
+    /// The processor has the instruction: [`can_evict`] returned true.
     #[inline(always)]
-    pub(crate) fn evict(&self, off: usize) {
-        if off < self.len && can_evict() {
+    pub(crate) unsafe fn evict(&self, off: usize) {
+        if off < self.len {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: CLFLUSHOPT exists on this processor (`can_evict`
-            // checked CPUID); it changes no memory and does not fault on an
+            // SAFETY: CLFLUSHOPT exists on this processor (the caller's
+            // contract); it changes no memory and does not fault on an
             // address inside the view, which is mapped.
             unsafe {
                 std::arch::asm!(
@@ -256,21 +258,12 @@ impl Mem {
     }
 }
 
-/// Whether [`Mem::evict`] evicts: an x86-64 processor with `CLFLUSHOPT`
-/// (CPUID leaf 7, EBX bit 23), looked up once.
+/// Whether [`Mem::evict`] may be called: an x86-64 processor with
+/// `CLFLUSHOPT` (CPUID leaf 7, EBX bit 23), looked up once.
 #[cfg(not(loom))]
 pub(crate) fn can_evict() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
-    // 0: not looked up yet, 1: no, 2: yes.
-    static CAN: AtomicU8 = AtomicU8::new(0);
-    match CAN.load(Relaxed) {
-        0 => {
-            let yes = has_clflushopt();
-            CAN.store(if yes { 2 } else { 1 }, Relaxed);
-            yes
-        }
-        v => v == 2,
-    }
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(has_clflushopt)
 }
 
 #[cfg(all(not(loom), target_arch = "x86_64"))]
