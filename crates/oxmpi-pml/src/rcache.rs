@@ -4,9 +4,16 @@
 //! made it: the next transfer from or into the same memory (or any part of
 //! it) reuses it, with a key for just its part ([`Btl::sub_key`]). Each BTL
 //! has its own cache, an interval structure (a `BTreeMap` by start address;
-//! a lookup scans back at most the longest entry's length) with use counts
-//! and least-recently-used eviction past `pml_ob1_rcache_max_entries` unused
-//! entries.
+//! a lookup scans back at most the longest entry's length) with use counts.
+//!
+//! A cache holds at most `pml_ob1_rcache_max_entries` entries. Entries no
+//! transfer uses sit in an idle list ordered by last use (a `BTreeMap` by
+//! use tick), so making room evicts the least recently used idle entry in
+//! O(log n), never scanning entries in flight. When every entry is in use
+//! and the cache is full, a new registration is made for its transfer
+//! alone (as with `mpi_leave_pinned` off): thousands of outstanding
+//! rendezvous sends cost O(log n) each, and the cache never grows past its
+//! cap.
 //!
 //! A cached registration dies with its memory: every entry's pages are
 //! watched ([`MemWatch`]); before each lookup the cache applies the releases
@@ -63,6 +70,7 @@ struct Entry {
     /// Watched page range.
     pages: (usize, usize),
     refs: u32,
+    /// The tick of its last use: its key in `Cache::idle` while `refs` is 0.
     last_use: u64,
     stale: bool,
 }
@@ -70,6 +78,10 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Cache {
     entries: BTreeMap<(usize, u64), Entry>,
+    /// The entries with no transfer (`refs == 0`), by last use: the
+    /// eviction order. Invariant: exactly the entries with `refs == 0`,
+    /// each under its `last_use` (ticks are unique).
+    idle: BTreeMap<u64, (usize, u64)>,
     max_len: usize,
 }
 
@@ -164,6 +176,9 @@ impl Rcache {
         if let Some(k) = hit {
             let e = cache.entries.get_mut(&k).expect("found above");
             let key = btl.sub_key(&e.reg, addr - k.0, region.len())?;
+            if e.refs == 0 {
+                cache.idle.remove(&e.last_use);
+            }
             e.refs += 1;
             e.last_use = self.tick;
             self.stats.hits += 1;
@@ -175,6 +190,12 @@ impl Rcache {
                 },
                 key,
             ));
+        }
+        // Room for one more entry: evict the least recently used idle one;
+        // with none idle (every entry under a transfer), this transfer's
+        // registration is its own and the cache stays within its cap.
+        if !self.make_room(b, dereg) {
+            return self.uncached(btl, b, region, access);
         }
         let page = page_size();
         let pages = (addr & !(page - 1), (end + page - 1) & !(page - 1));
@@ -206,7 +227,6 @@ impl Rcache {
         );
         self.stats.misses += 1;
         self.stats.entries += 1;
-        self.evict(b, dereg);
         Ok((
             RegRef {
                 b,
@@ -247,9 +267,18 @@ impl Rcache {
         let Some(e) = cache.entries.get_mut(&k) else {
             return;
         };
-        e.refs = e.refs.saturating_sub(1);
-        if e.stale && e.refs == 0 {
-            self.drop_entry(r.b, k, dereg);
+        if e.refs == 0 {
+            return;
+        }
+        e.refs -= 1;
+        if e.refs == 0 {
+            if e.stale {
+                self.drop_entry(r.b, k, dereg);
+            } else {
+                self.tick += 1;
+                e.last_use = self.tick;
+                cache.idle.insert(self.tick, k);
+            }
         }
     }
 
@@ -296,6 +325,9 @@ impl Rcache {
 
     fn drop_entry(&mut self, b: usize, k: (usize, u64), dereg: &mut Vec<(usize, RegId)>) {
         if let Some(e) = self.caches[b].entries.remove(&k) {
+            if e.refs == 0 {
+                self.caches[b].idle.remove(&e.last_use);
+            }
             dereg.push((b, e.reg.id));
             if let Some(w) = &self.watch {
                 w.unwatch(e.pages.0, e.pages.1 - e.pages.0);
@@ -304,19 +336,18 @@ impl Rcache {
         }
     }
 
-    /// Evicts least recently used unused entries of BTL `b` past the limit.
-    fn evict(&mut self, b: usize, dereg: &mut Vec<(usize, RegId)>) {
-        while self.caches[b].entries.len() > self.max_entries {
-            let victim = self.caches[b]
-                .entries
-                .iter()
-                .filter(|(_, e)| e.refs == 0)
-                .min_by_key(|(_, e)| e.last_use)
-                .map(|(&k, _)| k);
-            let Some(k) = victim else { break };
+    /// Makes room for one more entry of BTL `b`: evicts least recently
+    /// used idle entries until fewer than the limit remain. `false` when
+    /// the cache is full of entries in use (nothing can be evicted).
+    fn make_room(&mut self, b: usize, dereg: &mut Vec<(usize, RegId)>) -> bool {
+        while self.caches[b].entries.len() >= self.max_entries {
+            let Some((_, k)) = self.caches[b].idle.pop_first() else {
+                return false;
+            };
             self.drop_entry(b, k, dereg);
             self.stats.evicted += 1;
         }
+        true
     }
 
     /// Every entry, as `(btl, key)`.

@@ -2238,6 +2238,44 @@ fn leave_pinned_evicts_the_least_recently_used_past_the_limit() {
     assert_eq!((s.uncached, s.entries, s.hits), (1, 0, 0), "{s:?}");
 }
 
+#[test]
+fn leave_pinned_stays_within_its_cap_while_every_entry_is_in_flight() {
+    let pml = PmlConfig {
+        leave_pinned: true,
+        rcache_max_entries: 2,
+        ..sim_pml()
+    };
+    let mut w = world_with(2, SimConfig::default(), all_caps(), pml);
+    let len = 512 << 10;
+    let mut bufs: Vec<Mem> = (0..5).map(|i| Mem::pattern(len, i)).collect();
+    // Five rendezvous sends outstanding at once, none received yet: the
+    // first two are cached, the other three registered for themselves.
+    let sends: Vec<_> = bufs
+        .iter_mut()
+        .map(|b| {
+            let part = b.region().slice(0, len).unwrap();
+            w.ranks[0]
+                .isend(Buffer::Contig(part), 1, 5, CTX, SendMode::Standard)
+                .unwrap()
+        })
+        .collect();
+    let s = w.ranks[0].rcache_stats();
+    assert!(s.entries <= 2, "the cache grew past its cap: {s:?}");
+    assert_eq!((s.misses, s.uncached, s.evicted), (2, 3, 0), "{s:?}");
+    let mut dst = Mem::zeros(len);
+    for (i, id) in sends.into_iter().enumerate() {
+        w.recv(1, dst.buf(), Source::Rank(0), Tag::Value(5));
+        w.wait(0, id);
+        assert!(bufs[i].0[..] == dst.0[..], "send {i} arrives intact");
+    }
+    // Once idle, the cached entries are reused, then the least recently
+    // used one makes room for a new buffer.
+    send_part(&mut w, &mut bufs[1], 0, len);
+    send_part(&mut w, &mut bufs[4], 0, len);
+    let s = w.ranks[0].rcache_stats();
+    assert_eq!((s.hits, s.evicted, s.entries), (1, 1, 2), "{s:?}");
+}
+
 /// Two ranks joined by two simulated networks of different bandwidth
 /// (two RDMA BTLs per peer, as with two TCP links or interfaces).
 fn world_two_links(bw: [u32; 2], keep: Caps, pml: PmlConfig) -> World {
