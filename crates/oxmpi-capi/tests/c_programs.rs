@@ -222,3 +222,23 @@ fn errors_are_fatal_by_default() {
         );
     }
 }
+
+/// A rank killed by a signal while the others wait for it: they abort
+/// (MPI_ERRORS_ARE_FATAL), often before the launcher has noticed the death,
+/// yet the launcher names the killed rank and exits with its status, in
+/// every run.
+#[test]
+fn a_killed_rank_is_named_not_the_survivor_that_noticed() {
+    let exe = compile("killed_peer");
+    for btl in ["self,tcp", "self,sm"] {
+        for _ in 0..6 {
+            let (code, out, err) = run(&exe, 3, btl);
+            assert!(!out.contains("unreachable"), "{btl}: {out}");
+            assert_eq!(code, 128 + 9, "{btl}: {err}");
+            assert!(
+                err.contains("rank 2 (pid") && err.contains("signal 9 (SIGKILL)"),
+                "{btl}: {err}"
+            );
+        }
+    }
+}

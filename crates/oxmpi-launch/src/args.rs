@@ -40,6 +40,10 @@ pub struct LaunchArgs {
     pub bind_to: BindTo,
     /// Serve PMI over TCP (`PMI_PORT`) instead of inherited sockets (`PMI_FD`).
     pub pmi_port: bool,
+    /// Keep the survivors running when a rank fails (`--enable-recovery`):
+    /// they get `MPI_ERR_PROC_FAILED` from operations that need the dead
+    /// rank, and the job ends when every rank has ended.
+    pub enable_recovery: bool,
     /// The program and its arguments.
     pub program: OsString,
     /// Arguments passed to the program unchanged.
@@ -88,11 +92,14 @@ Options:
   --bind-to core|none    bind each rank to one core (default: core when the
                          ranks fit on the cores, none when oversubscribed)
   --pmi-port             serve PMI over TCP (PMI_PORT) instead of PMI_FD
+  --enable-recovery      keep the other ranks running when one fails (also
+                         -disable-auto-cleanup): they get MPI_ERR_PROC_FAILED
+                         from operations that need it and can finish
   -V, --version          print the version and exit
   -h, --help             print this help and exit
 
 Exit status: 0 when every rank finished; otherwise the first failing rank's
-exit code (128+N when killed by signal N), the code given to abort, 124 on
+exit code (also with --enable-recovery) (128+N when killed by signal N), the code given to abort, 124 on
 timeout, 1 for a launcher error.
 ";
 
@@ -118,19 +125,22 @@ fn value_of(word: &str, it: &mut std::slice::Iter<'_, OsString>) -> Result<Strin
 /// assert_eq!(a.program_args, vec!["-n", "7"]);
 /// ```
 pub fn parse(argv: &[OsString]) -> Result<Command, ArgError> {
-    let mut np: Option<u32> = None;
-    let mut mca = Vec::new();
-    let mut export = Vec::new();
-    let mut tag_output = false;
-    let mut timeout = None;
-    let mut bind_to = BindTo::Auto;
-    let mut pmi_port = false;
+    let mut a = LaunchArgs {
+        np: 1,
+        mca: Vec::new(),
+        export: Vec::new(),
+        tag_output: false,
+        timeout: None,
+        bind_to: BindTo::Auto,
+        pmi_port: false,
+        enable_recovery: false,
+        program: OsString::new(),
+        program_args: Vec::new(),
+    };
     let mut it = argv.iter();
     while let Some(word_os) = it.next() {
         let Some(word) = word_os.to_str() else {
-            return program(
-                word_os, it, np, mca, export, tag_output, timeout, bind_to, pmi_port,
-            );
+            return Ok(program(a, word_os, it));
         };
         // `--opt=value` is accepted for the options that take one value.
         let (name, inline) = match word.split_once('=') {
@@ -154,7 +164,7 @@ pub fn parse(argv: &[OsString]) -> Result<Command, ArgError> {
                 if n == 0 {
                     return Err(ArgError(format!("{name} 0: a job needs at least one rank")));
                 }
-                np = Some(n);
+                a.np = n;
             }
             "--mca" | "-mca" | "--gmca" | "-gmca" => {
                 if inline.is_some() {
@@ -167,16 +177,16 @@ pub fn parse(argv: &[OsString]) -> Result<Command, ArgError> {
                 if key.is_empty() {
                     return Err(ArgError(format!("{name}: empty parameter name")));
                 }
-                mca.push((key, value));
+                a.mca.push((key, value));
             }
             "-x" => {
                 let v = take(&mut it)?;
                 match v.split_once('=') {
-                    Some((k, val)) => export.push((check_var(k)?, Some(val.to_owned()))),
-                    None => export.push((check_var(&v)?, None)),
+                    Some((k, val)) => a.export.push((check_var(k)?, Some(val.to_owned()))),
+                    None => a.export.push((check_var(&v)?, None)),
                 }
             }
-            "--tag-output" | "-tag-output" => tag_output = true,
+            "--tag-output" | "-tag-output" => a.tag_output = true,
             "--timeout" | "-timeout" => {
                 let v = take(&mut it)?;
                 let secs: f64 = v
@@ -188,11 +198,11 @@ pub fn parse(argv: &[OsString]) -> Result<Command, ArgError> {
                             "--timeout expects a positive number of seconds, got {v:?}"
                         ))
                     })?;
-                timeout = Some(Duration::from_secs_f64(secs));
+                a.timeout = Some(Duration::from_secs_f64(secs));
             }
             "--bind-to" | "-bind-to" => {
                 let v = take(&mut it)?;
-                bind_to = match v.as_str() {
+                a.bind_to = match v.as_str() {
                     "core" => BindTo::Core,
                     "none" => BindTo::None,
                     other => {
@@ -202,25 +212,23 @@ pub fn parse(argv: &[OsString]) -> Result<Command, ArgError> {
                     }
                 };
             }
-            "--pmi-port" | "-pmi-port" => pmi_port = true,
+            "--pmi-port" | "-pmi-port" => a.pmi_port = true,
+            "--enable-recovery"
+            | "-enable-recovery"
+            | "--disable-auto-cleanup"
+            | "-disable-auto-cleanup" => a.enable_recovery = true,
             "--" => {
                 let Some(prog) = it.next() else {
                     return Err(ArgError("no program given after --".into()));
                 };
-                return program(
-                    prog, it, np, mca, export, tag_output, timeout, bind_to, pmi_port,
-                );
+                return Ok(program(a, prog, it));
             }
             w if w.starts_with('-') && w.len() > 1 => {
                 return Err(ArgError(format!(
                     "unknown option {word:?} (see oxmpirun --help)"
                 )))
             }
-            _ => {
-                return program(
-                    word_os, it, np, mca, export, tag_output, timeout, bind_to, pmi_port,
-                )
-            }
+            _ => return Ok(program(a, word_os, it)),
         }
     }
     Err(ArgError("no program given (see oxmpirun --help)".into()))
@@ -239,29 +247,11 @@ fn check_var(name: &str) -> Result<String, ArgError> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn program(
-    prog: &OsString,
-    rest: std::slice::Iter<'_, OsString>,
-    np: Option<u32>,
-    mca: Vec<(String, String)>,
-    export: Vec<(String, Option<String>)>,
-    tag_output: bool,
-    timeout: Option<Duration>,
-    bind_to: BindTo,
-    pmi_port: bool,
-) -> Result<Command, ArgError> {
-    Ok(Command::Run(LaunchArgs {
-        np: np.unwrap_or(1),
-        mca,
-        export,
-        tag_output,
-        timeout,
-        bind_to,
-        pmi_port,
-        program: prog.clone(),
-        program_args: rest.cloned().collect(),
-    }))
+/// The run: the options parsed so far, the program and what follows it.
+fn program(mut a: LaunchArgs, prog: &OsString, rest: std::slice::Iter<'_, OsString>) -> Command {
+    a.program = prog.clone();
+    a.program_args = rest.cloned().collect();
+    Command::Run(a)
 }
 
 #[cfg(test)]
@@ -319,6 +309,7 @@ mod tests {
             "--bind-to",
             "none",
             "--pmi-port",
+            "--enable-recovery",
             "prog",
         ]);
         assert_eq!(
@@ -332,7 +323,9 @@ mod tests {
             a.export,
             vec![("FOO".into(), Some("a=b".into())), ("HOME".into(), None)]
         );
-        assert!(a.tag_output && a.pmi_port);
+        assert!(a.tag_output && a.pmi_port && a.enable_recovery);
+        assert!(run(&["-disable-auto-cleanup", "p"]).enable_recovery);
+        assert!(!run(&["p"]).enable_recovery);
         assert_eq!(a.timeout, Some(Duration::from_millis(1500)));
         assert_eq!(a.bind_to, BindTo::None);
     }

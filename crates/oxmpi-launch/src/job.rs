@@ -10,7 +10,20 @@
 //! Contract (what must never happen): a rank left running after the launcher
 //! returns; output lines of two ranks mixed within a line; a failing rank
 //! whose failure is not reported; a job that outlives its first failure by
-//! more than a second.
+//! more than a second (unless `--enable-recovery` keeps it going).
+//!
+//! Which failure is reported: a rank killed by a signal at once; an abort
+//! or a non-zero exit after a short settling time ([`SETTLE`]), during
+//! which a rank killed by a signal takes precedence. A survivor that
+//! notices a peer's death (its socket closes) may abort before the
+//! launcher has reaped the peer; the peer is the cause, not the survivor.
+//!
+//! With `--enable-recovery`, a failed rank does not end the job: it is
+//! reported, the PMI server stops waiting for it in barriers and lists it
+//! in `PMI_dead_processes`, and the survivors that have initialized get
+//! SIGUSR1 (as Hydra's `-disable-auto-cleanup` does); the job ends when
+//! every rank has, with the first failure's exit status. An abort still
+//! ends the job.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -42,6 +55,10 @@ const KILL_GRACE: Duration = Duration::from_millis(500);
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// A line longer than this is forwarded in pieces rather than buffered.
 const MAX_LINE: usize = 1 << 20;
+/// How long an abort or a non-zero exit waits before it is reported as the
+/// job's failure, so that a rank killed by a signal at the same time (whose
+/// death the aborting rank may have noticed first) is named instead.
+const SETTLE: Duration = Duration::from_millis(100);
 
 /// Everything the launcher passes to a job besides the command line.
 #[derive(Clone, Debug, Default)]
@@ -117,6 +134,16 @@ struct Rank {
     err: LineStream,
 }
 
+/// A failure waiting to be reported (see [`SETTLE`]).
+#[derive(Clone, Debug)]
+struct Blame {
+    code: i32,
+    why: String,
+    rank: Option<usize>,
+    /// Reported at this time at the latest.
+    at: Instant,
+}
+
 /// How the job is ending, once it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ending {
@@ -143,6 +170,12 @@ struct Job {
     timeout_at: Option<Instant>,
     timeout: Option<Duration>,
     all_exited_at: Option<Instant>,
+    /// An abort or non-zero exit not reported yet (see [`SETTLE`]).
+    pending: Option<Blame>,
+    /// `--enable-recovery`: a failed rank does not end the job.
+    recovery: bool,
+    /// With recovery: the exit status of the first failure.
+    lost_code: Option<i32>,
 }
 
 /// Runs one job to the end and returns the launcher's exit status.
@@ -250,6 +283,9 @@ impl Job {
             timeout_at: None,
             timeout: args.timeout,
             all_exited_at: None,
+            pending: None,
+            recovery: args.enable_recovery,
+            lost_code: None,
         };
 
         let mut stdin_for_rank0: Option<ChildStdin> = None;
@@ -315,6 +351,7 @@ impl Job {
                     job.begin_ending(
                         EXIT_LAUNCH_ERROR,
                         &format!("cannot start rank {rank} ({prog}): {e}"),
+                        None,
                     );
                     break;
                 }
@@ -405,6 +442,7 @@ impl Job {
                     self.begin_ending(
                         EXIT_TIMEOUT,
                         &format!("the job exceeded --timeout {secs} s; ending it"),
+                        None,
                     );
                 }
             }
@@ -414,7 +452,16 @@ impl Job {
                     self.killed = true;
                 }
             }
-            if self.ranks.iter().all(|r| r.status.is_some()) {
+            let all_exited = self.ranks.iter().all(|r| r.status.is_some());
+            if self
+                .pending
+                .as_ref()
+                .is_some_and(|b| now >= b.at || all_exited)
+            {
+                let b = self.pending.take().expect("checked");
+                self.fail(b);
+            }
+            if all_exited {
                 let since = *self.all_exited_at.get_or_insert(now);
                 let open = self
                     .ranks
@@ -428,6 +475,7 @@ impl Job {
                 self.timeout_at,
                 self.kill_at.filter(|_| !self.killed),
                 self.all_exited_at.map(|t| t + DRAIN_GRACE),
+                self.pending.as_ref().map(|b| b.at),
             ]
             .into_iter()
             .flatten()
@@ -435,7 +483,7 @@ impl Job {
             let wait = deadline.map(|d| d.saturating_duration_since(now));
             if let Err(e) = self.poll.poll(&mut events, wait) {
                 if e.kind() != io::ErrorKind::Interrupted {
-                    self.begin_ending(EXIT_LAUNCH_ERROR, &format!("event loop failed: {e}"));
+                    self.begin_ending(EXIT_LAUNCH_ERROR, &format!("event loop failed: {e}"), None);
                     self.signal_all(Signal::KILL);
                 }
                 continue;
@@ -452,7 +500,7 @@ impl Job {
             let _ = rustix::process::kill_process_group(self.ranks[r].pid, Signal::KILL);
         }
         match self.ending {
-            Ending::Running => 0,
+            Ending::Running => self.lost_code.unwrap_or(0),
             Ending::Ending(code) => code,
         }
     }
@@ -648,6 +696,7 @@ impl Job {
                     message,
                     ..
                 } => {
+                    let rank_index = rank.map(|r| r as usize);
                     let rank = rank.map_or_else(
                         || "an unidentified rank".to_string(),
                         |r| format!("rank {r}"),
@@ -657,7 +706,12 @@ impl Job {
                     } else {
                         format!("{rank} called abort with exit code {exitcode}: {message}")
                     };
-                    self.begin_ending(exitcode, &msg);
+                    self.blame(Blame {
+                        code: exitcode,
+                        why: msg,
+                        rank: rank_index,
+                        at: Instant::now() + SETTLE,
+                    });
                 }
                 ServerEvent::ProtocolError {
                     conn, rank, reason, ..
@@ -771,15 +825,25 @@ impl Job {
                 .deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
         let pid = r.pid.as_raw_nonzero();
-        let failure = if let Some(sig) = status.signal() {
-            Some((
-                128 + sig,
-                format!(
-                    "rank {rank} (pid {pid}) was killed by signal {sig} ({})",
-                    signal_name(sig)
-                ),
-            ))
-        } else {
+        if let Some(sig) = status.signal() {
+            // Killed: the cause, reported now (over any settling blame).
+            let why = format!(
+                "rank {rank} (pid {pid}) was killed by signal {sig} ({})",
+                signal_name(sig)
+            );
+            let b = Blame {
+                code: 128 + sig,
+                why,
+                rank: Some(rank),
+                at: Instant::now(),
+            };
+            if self.ending == Ending::Running && !self.recovery {
+                self.pending = None;
+            }
+            self.fail(b);
+            return;
+        }
+        let failure = {
             match status.code() {
                 Some(0) if r.initialized && !r.finalized => Some((
                     1,
@@ -794,19 +858,70 @@ impl Job {
                 )),
             }
         };
-        if let Some((code, msg)) = failure {
-            self.begin_ending(code, &msg);
+        if let Some((code, why)) = failure {
+            self.blame(Blame {
+                code,
+                why,
+                rank: Some(rank),
+                at: Instant::now() + SETTLE,
+            });
+        }
+    }
+
+    /// A failure to report once [`SETTLE`] has passed, unless one is
+    /// waiting already (the first stands) or the job is ending. With
+    /// `--enable-recovery` a rank's exit is reported at once (it ends
+    /// nothing); an abort waits as it would without.
+    fn blame(&mut self, b: Blame) {
+        if self.ending != Ending::Running {
+            return;
+        }
+        let is_exit = b.rank.is_some_and(|r| self.ranks[r].status.is_some());
+        if self.recovery && is_exit {
+            self.fail(b);
+        } else if self.pending.is_none() {
+            self.pending = Some(b);
+        }
+    }
+
+    /// Reports failure `b`. Without recovery (or for an abort, whose rank
+    /// is still running) it ends the job; with recovery a rank that has
+    /// exited is only reported and its death made known to the others.
+    fn fail(&mut self, b: Blame) {
+        let exited = b.rank.filter(|&r| self.ranks[r].status.is_some());
+        match exited {
+            Some(rank) if self.recovery && self.ending == Ending::Running => {
+                self.lost_code.get_or_insert(b.code);
+                eprintln!(
+                    "oxmpirun: {}; the job goes on without it (--enable-recovery)",
+                    b.why
+                );
+                self.server.handle_rank_lost(rank as u32);
+                self.pump_server();
+                // Hydra's notice: the survivors' handlers ask for
+                // PMI_dead_processes (an uninitialized rank could not
+                // handle the signal, and finds out at start-up).
+                for r in &self.ranks {
+                    if r.status.is_none() && r.initialized {
+                        let _ = rustix::process::kill_process(r.pid, Signal::USR1);
+                    }
+                }
+            }
+            _ => self.begin_ending(b.code, &b.why, b.rank),
         }
     }
 
     /// Records the first failure, reports it, and starts ending the job:
-    /// SIGTERM now, SIGKILL after [`KILL_GRACE`].
-    fn begin_ending(&mut self, code: i32, why: &str) {
+    /// SIGTERM now, SIGKILL after [`KILL_GRACE`]. `culprit`, the rank that
+    /// failed, is not counted among the ranks still to end.
+    fn begin_ending(&mut self, code: i32, why: &str, culprit: Option<usize>) {
         if self.ending != Ending::Running {
             return;
         }
         self.ending = Ending::Ending(code);
-        let running = self.ranks.iter().filter(|r| r.status.is_none()).count();
+        let running = (0..self.ranks.len())
+            .filter(|&r| self.ranks[r].status.is_none() && Some(r) != culprit)
+            .count();
         if running > 0 {
             eprintln!("oxmpirun: {why}; ending the {running} remaining rank(s)");
         } else {

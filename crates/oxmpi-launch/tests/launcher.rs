@@ -335,8 +335,16 @@ fn abort_ends_the_job_with_its_code() {
         "42".into(),
     ]);
     assert_eq!(out.code, 42, "{out:?}");
+    // The message as sent (spaces kept), and the aborting rank is not one
+    // of the ranks still to end.
     assert!(
-        out.stderr.contains("rank 1 called abort"),
+        out.stderr
+            .contains("rank 1 called abort with exit code 42: pmi_hello: abort requested"),
+        "{:?}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("ending the 2 remaining rank(s)"),
         "{:?}",
         out.stderr
     );
@@ -363,4 +371,33 @@ fn exiting_without_finalize_is_a_failure() {
         "{:?}",
         out.stderr
     );
+}
+
+#[test]
+fn enable_recovery_keeps_the_others_running() {
+    let out = sh(
+        3,
+        &["--enable-recovery"],
+        "if [ $PMI_RANK = 1 ]; then exit 5; fi; sleep 0.5; echo done $PMI_RANK",
+    );
+    // The others finished; the job's status is the failure's.
+    assert_eq!(out.code, 5, "{out:?}");
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["done 0", "done 2"], "{out:?}");
+    assert!(
+        out.stderr.contains("rank 1")
+            && out.stderr.contains("exited with status 5")
+            && out.stderr.contains("goes on without it"),
+        "{:?}",
+        out.stderr
+    );
+    // Without it the first failure ends the job.
+    let out = sh(
+        3,
+        &[],
+        "if [ $PMI_RANK = 1 ]; then exit 5; fi; sleep 5; echo done $PMI_RANK",
+    );
+    assert_eq!(out.code, 5, "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
 }

@@ -50,6 +50,18 @@ pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
     spin: u32,
     /// Progress passes per lock acquisition while spinning.
     batch: u32,
+    /// Where word of dead processes comes from, if anywhere
+    /// ([`Pml::set_failure_notice`]).
+    notice: std::sync::OnceLock<FailureNotice>,
+}
+
+/// Word from outside that processes died (a launcher's signal), looked at
+/// by waits that have stopped spinning.
+struct FailureNotice {
+    /// Set (by a signal handler) when there is news.
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The world ranks dead now; `None`: could not ask now, try later.
+    dead: Box<dyn Fn() -> Option<Vec<u32>> + Send + Sync>,
 }
 
 impl<B: ?Sized + Btl> std::fmt::Debug for Pml<B> {
@@ -68,6 +80,43 @@ impl<B: ?Sized + Btl> Pml<B> {
             inner: EngineCell::new(ob1),
             spin,
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
+            notice: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Where word of dead processes comes from: when `flag` is set (by a
+    /// signal handler: Hydra and `oxmpirun --enable-recovery` send SIGUSR1
+    /// when a rank dies), a wait that has stopped spinning clears it, calls
+    /// `dead` and fails what needs those ranks
+    /// ([`Ob1::peer_reported_dead`]). Without it, a wait for a process that
+    /// never had a connection (TCP is connected on first use) would not
+    /// learn of its death. Set once; later calls are ignored.
+    pub fn set_failure_notice(
+        &self,
+        flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        dead: Box<dyn Fn() -> Option<Vec<u32>> + Send + Sync>,
+    ) {
+        let _ = self.notice.set(FailureNotice { flag, dead });
+    }
+
+    /// Acts on a failure notice, if one came (out of line: waits past
+    /// their spin only).
+    #[cold]
+    fn take_failure_notice(&self) {
+        use std::sync::atomic::Ordering;
+        let Some(n) = self.notice.get() else {
+            return;
+        };
+        if !n.flag.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        match (n.dead)() {
+            Some(ranks) => self.with(|o| {
+                for r in ranks {
+                    o.peer_reported_dead(r);
+                }
+            }),
+            None => n.flag.store(true, Ordering::Release),
         }
     }
 
@@ -197,6 +246,9 @@ impl<B: ?Sized + Btl> Pml<B> {
             }
             polls = polls.saturating_add(batch);
             self.pause(polls, busy);
+            if polls > self.spin && self.notice.get().is_some() {
+                self.take_failure_notice();
+            }
         }
     }
 

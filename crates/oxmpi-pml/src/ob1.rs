@@ -276,6 +276,18 @@ struct Comm {
     me: u32,
 }
 
+/// Whether no member of `comm` but this rank is alive: an
+/// `MPI_ANY_SOURCE` receive on it can then never match (a message from
+/// this rank itself would need a send this rank has not made).
+fn no_live_sender(comm: Option<&Comm>, dead: &[Option<String>]) -> bool {
+    comm.is_some_and(|c| {
+        c.world.len() > 1
+            && c.world.iter().enumerate().all(|(i, &w)| {
+                i == c.me as usize || dead.get(w as usize).is_some_and(Option::is_some)
+            })
+    })
+}
+
 /// Where the cancel of a rendezvous send stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum CancelState {
@@ -2818,7 +2830,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         self.comm(ctx)?;
         self.progress();
         match self.st.engine.iprobe(u32::from(ctx), src, tag) {
-            Ok(None) => Ok(None),
+            Ok(None) => self.probe_source_dead(ctx, src).map_or(Ok(None), Err),
             Ok(Some(ProbeOutcome::ProcNull)) => Ok(Some(Status::proc_null())),
             Ok(Some(ProbeOutcome::Found(info))) => Ok(Some(Status {
                 source: info.envelope.source as i32,
@@ -2828,6 +2840,29 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 cancelled: false,
             })),
             Err(e) => Err(err(ErrClass::Rank, format!("{e:?}"))),
+        }
+    }
+
+    /// A probe that found nothing can never find anything: its source (or,
+    /// for `MPI_ANY_SOURCE`, every other member) is dead. The error then.
+    fn probe_source_dead(&self, ctx: u16, src: Source) -> Option<PmlError> {
+        if self.st.n_dead == 0 {
+            return None;
+        }
+        let comm = self.st.comms[usize::from(ctx)].as_ref()?;
+        match src {
+            Source::Rank(s) => {
+                let peer = *comm.world.get(s as usize)?;
+                let why = self.st.dead[peer as usize].as_ref()?;
+                Some(err(ErrClass::ProcFailed, why.clone()))
+            }
+            Source::Any => no_live_sender(Some(comm), &self.st.dead).then(|| {
+                err(
+                    ErrClass::ProcFailed,
+                    "MPI_ANY_SOURCE: every other member of the communicator is gone",
+                )
+            }),
+            Source::ProcNull => None,
         }
     }
 
@@ -2842,7 +2877,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         self.comm(ctx)?;
         self.progress();
         match self.st.engine.improbe(u32::from(ctx), src, tag) {
-            Ok(None) => Ok(None),
+            Ok(None) => self.probe_source_dead(ctx, src).map_or(Ok(None), Err),
             Ok(Some(ProbeOutcome::ProcNull)) => Ok(Some(None)),
             Ok(Some(ProbeOutcome::Found(h))) => Ok(Some(Some(Message {
                 ctx,
@@ -2930,6 +2965,22 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// Whether any world rank has been reported lost.
     pub fn any_dead_peer(&self) -> bool {
         self.st.n_dead > 0
+    }
+
+    /// World rank `peer` is dead by word of the launcher (Hydra's
+    /// `PMI_dead_processes`): as when a BTL loses it, every request that
+    /// needs it fails with `MPI_ERR_PROC_FAILED` and later operations on it
+    /// fail at once. Ranks out of range, and this rank, are ignored.
+    pub fn peer_reported_dead(&mut self, peer: u32) {
+        if peer != self.st.me && (peer as usize) < self.st.dead.len() {
+            self.st
+                .peer_failed(peer, "the launcher reports the process dead");
+        }
+    }
+
+    /// Whether world rank `peer` is known to be dead.
+    pub fn is_peer_dead(&self, peer: u32) -> bool {
+        self.st.dead.get(peer as usize).is_some_and(Option::is_some)
     }
 
     /// Whether some BTL still holds outgoing work (queued fragments,
@@ -3165,7 +3216,7 @@ impl State {
         tracing::debug!(peer, "peer lost: {why}");
         self.dead[peer as usize] = Some(format!("rank {peer} is gone: {why}"));
         self.n_dead += 1;
-        let comms = &self.comms;
+        let (comms, dead) = (&self.comms, &self.dead);
         let victims = self.reqs.live_where(|kind| match kind {
             Kind::Send(snd) => snd.peer == peer,
             Kind::Recv(rr) => {
@@ -3174,7 +3225,10 @@ impl State {
                         Source::Rank(src) => comms[usize::from(rr.ctx)]
                             .as_ref()
                             .is_some_and(|c| c.world.get(src as usize) == Some(&peer)),
-                        _ => false,
+                        Source::Any => {
+                            !rr.matched && no_live_sender(comms[usize::from(rr.ctx)].as_ref(), dead)
+                        }
+                        Source::ProcNull => false,
                     }
             }
         });
@@ -3277,6 +3331,15 @@ impl State {
                         .map_or(0, |c| c.world[s as usize]);
                     if let Some(why) = self.dead[peer as usize].clone() {
                         self.fail(r, ErrClass::ProcFailed, &why);
+                    }
+                } else if let (Source::Any, 1..) = (src, self.n_dead) {
+                    let comm = self.comms[usize::from(ctx)].as_ref();
+                    if no_live_sender(comm, &self.dead) {
+                        self.fail(
+                            r,
+                            ErrClass::ProcFailed,
+                            "MPI_ANY_SOURCE: every other member of the communicator is gone",
+                        );
                     }
                 }
             }

@@ -2134,6 +2134,30 @@ fn a_lost_peer_fails_the_requests_that_need_it() {
 }
 
 #[test]
+fn an_any_source_receive_fails_once_every_other_member_is_gone() {
+    let mut w = world(3);
+    let mut d = Mem::zeros(8);
+    let r = w.ranks[0]
+        .irecv(d.buf(), Source::Any, Tag::Any, CTX)
+        .unwrap();
+    // One sender left: the receive still waits for it.
+    w.net.kill(1);
+    w.spin(64, None);
+    assert_eq!(w.ranks[0].test(r).unwrap(), None, "rank 2 may still send");
+    w.net.kill(2);
+    let st = w.wait(0, r);
+    assert_eq!(st.error, Some(ErrClass::ProcFailed));
+    // Posted afterwards: fails at once.
+    let r = w.ranks[0]
+        .irecv(d.buf(), Source::Any, Tag::Any, CTX)
+        .unwrap();
+    assert_eq!(
+        w.ranks[0].test(r).unwrap().unwrap().error,
+        Some(ErrClass::ProcFailed)
+    );
+}
+
+#[test]
 fn self_sends_use_the_self_btl() {
     let mut w = world(2);
     let mut a = Mem::pattern(300_000, 1);

@@ -66,6 +66,42 @@ fn barrier_releases_only_when_all_arrived() {
 }
 
 #[test]
+fn barrier_stops_waiting_for_a_rank_lost() {
+    let mut s = PmiServer::new(job(3));
+    for r in 0..3 {
+        s.handle_connect(ConnId(r), Some(r as u32));
+    }
+    // Rank 2 entered, then died; 0 waits; 2 is reported lost: still 1 to
+    // come.
+    s.handle_bytes(ConnId(2), b"cmd=barrier_in\n");
+    s.handle_bytes(ConnId(0), b"cmd=barrier_in\n");
+    s.handle_rank_lost(2);
+    assert!(replies(&mut s).is_empty());
+    assert_eq!(s.barrier_waiting(), 1);
+    s.handle_bytes(ConnId(1), b"cmd=barrier_in\n");
+    let r = replies(&mut s);
+    let to: Vec<ConnId> = r.iter().map(|(c, _)| *c).collect();
+    assert_eq!(to, [ConnId(0), ConnId(1)], "{r:?}");
+    // Later barriers count it as arrived too; reporting it again changes
+    // nothing.
+    s.handle_rank_lost(2);
+    s.handle_bytes(ConnId(1), b"cmd=barrier_in\n");
+    assert!(replies(&mut s).is_empty());
+    // The last live rank lost while the others wait releases them.
+    s.handle_rank_lost(0);
+    assert_eq!(replies(&mut s).len(), 1);
+    // Hydra's job attribute names them, visible at once, over both wires.
+    s.handle_bytes(ConnId(1), b"cmd=get kvsname=kvs_9 key=PMI_dead_processes\n");
+    assert_eq!(replies(&mut s)[0].1.get("value"), Some("0,2"));
+    send2(
+        &mut s,
+        ConnId(1),
+        Message::new("info-getjobattr").arg("key", "PMI_dead_processes"),
+    );
+    assert_eq!(replies(&mut s)[0].1.get("value"), Some("0,2"));
+}
+
+#[test]
 fn mixed_pmi1_and_pmi2_connections() {
     let mut s = PmiServer::new(job(2));
     s.handle_connect(ConnId(10), Some(0));

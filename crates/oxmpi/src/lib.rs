@@ -40,6 +40,7 @@ mod comm;
 mod confine;
 mod datatype;
 mod error;
+mod failure;
 pub mod framework;
 mod p2p;
 mod progress;

@@ -65,7 +65,8 @@ pub struct Runtime {
     pub(crate) local_ranks: Vec<u32>,
     pub(crate) appnum: u32,
     pub(crate) universe_size: u32,
-    modex: Mutex<Option<Modex>>,
+    /// Shared with the failure-notice handler ([`crate::failure`]).
+    modex: Arc<Mutex<Option<Modex>>>,
     /// Lowest context id never used by this process (communicator creation
     /// agrees on the maximum over the members).
     pub(crate) next_ctx: Mutex<u16>,
@@ -111,6 +112,7 @@ impl Runtime {
         let appnum = modex.pmi().appnum();
         let universe_size = modex.pmi().universe_size().max(size);
         let local_ranks = modex.local_ranks().to_vec();
+        let singleton = modex.pmi().is_singleton();
 
         let opened = framework::open(&reg, &mut modex)?;
         let cfg = PmlConfig::from_registry(&reg)
@@ -130,7 +132,8 @@ impl Runtime {
                     ErrorClass::Other,
                     format!(
                         "rank {rank} cannot reach rank {peer} with the selected BTLs ({btls}): \
-                         add sm or tcp to the btl parameter"
+                         add {} to the btl parameter",
+                        if peer == rank { "self" } else { "sm or tcp" }
                     ),
                 ));
             }
@@ -168,13 +171,16 @@ impl Runtime {
             local_ranks,
             appnum,
             universe_size,
-            modex: Mutex::new(Some(modex)),
+            modex: Arc::new(Mutex::new(Some(modex))),
             next_ctx: Mutex::new(FIRST_FREE_CTX),
             finalized: AtomicBool::new(false),
             bsend_buf: Mutex::new(None),
             zombies: Mutex::new(Vec::new()),
             main_thread: std::thread::current().id(),
         };
+        if !singleton {
+            crate::failure::install(&rt.pml, Arc::clone(&rt.modex));
+        }
         if async_progress {
             rt.driver.start_always(&rt.pml);
         }
@@ -240,7 +246,15 @@ impl Runtime {
                 .finalize()
                 .map_err(|e| other(format!("PMI finalize: {e}")))?;
         }
-        barrier
+        match barrier {
+            // A member died (the launcher keeps survivors running): the
+            // survivors still finalize, as ULFM's MPI_Finalize does.
+            Err(e) if e.class() == ErrorClass::ProcFailed => {
+                tracing::debug!("finalize without the dead: {e}");
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// `MPI_Abort`: tells the launcher to end the job with `code`, then

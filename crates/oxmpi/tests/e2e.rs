@@ -115,7 +115,15 @@ fn unreachable_peer_is_a_clear_error() {
     let out = support::run(2, "self", "p2p_suite", &[], LIMIT);
     assert_ne!(out.code, 0);
     assert!(
-        out.stderr.contains("cannot reach rank"),
+        out.stderr.contains("cannot reach rank") && out.stderr.contains("add sm or tcp"),
+        "stderr: {}",
+        out.stderr
+    );
+    // Without self a rank cannot reach itself: that is what to add.
+    let out = support::run(2, "sm", "p2p_suite", &[], LIMIT);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("add self to the btl parameter"),
         "stderr: {}",
         out.stderr
     );

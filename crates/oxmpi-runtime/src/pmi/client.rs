@@ -368,24 +368,23 @@ fn env_num(var: &'static str, value: Option<&String>) -> Result<u32> {
     })
 }
 
-/// Replaces bytes a PMI value cannot carry (spaces, `;`, `=`...) with `_`,
-/// for free-text fields like the abort message.
-fn sanitize_text(text: &str) -> String {
-    let s: String = text
+/// Free text (the abort message) as a PMI value of protocol `proto`, at
+/// most 512 characters: PMI-1 escapes spaces as MPICH's client does
+/// ([`wire::escape_v1`]); PMI-2 values may hold spaces and end at `;`,
+/// which becomes `,`. Control characters become spaces; never empty.
+fn free_text(text: &str, proto: Protocol) -> String {
+    let text: String = text
         .chars()
         .take(512)
-        .map(|c| {
-            if c.is_ascii_graphic() && !matches!(c, ';' | '=' | '\\') {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    if s.is_empty() {
-        "_".into()
-    } else {
-        s
+    let text = text.trim();
+    if text.is_empty() {
+        return "-".into();
+    }
+    match proto {
+        Protocol::V1 => wire::escape_v1(text),
+        Protocol::V2 => text.replace(';', ","),
     }
 }
 
@@ -799,6 +798,29 @@ impl Pmi {
         }
     }
 
+    /// The ranks the launcher says are dead (Hydra's `PMI_dead_processes`
+    /// job attribute, which `oxmpirun --enable-recovery` serves too); empty
+    /// when none is, or when the launcher does not say.
+    pub fn dead_processes(&mut self) -> Result<Vec<u32>> {
+        let raw = match &mut self.backend {
+            Backend::Singleton { .. } => None,
+            Backend::Wire(w) if w.proto == Protocol::V2 => {
+                let msg = Message::new("info-getjobattr").arg("key", "PMI_dead_processes");
+                let reply = w.request_ok(msg, "info-getjobattr-response")?;
+                (reply.get("found") == Some("TRUE"))
+                    .then(|| reply.get("value").unwrap_or("").to_string())
+            }
+            Backend::Wire(_) => self.get_raw(None, "PMI_dead_processes")?,
+        };
+        let Some(raw) = raw else {
+            return Ok(Vec::new());
+        };
+        super::parse_rank_list(&raw).ok_or_else(|| PmiError::Malformed {
+            cmd: "get".into(),
+            reason: format!("PMI_dead_processes is not a rank list: {raw:?}"),
+        })
+    }
+
     /// The raw `PMI_process_mapping` value, `None` if the launcher gives none.
     pub fn process_mapping_raw(&mut self) -> Result<Option<String>> {
         match &mut self.backend {
@@ -876,10 +898,10 @@ impl Pmi {
     /// Sends the abort request (the launcher should then end the whole job)
     /// without exiting. Most callers want [`Pmi::abort`].
     pub fn send_abort(&mut self, code: i32, message: &str) -> Result<()> {
-        let text = sanitize_text(message);
         match &mut self.backend {
             Backend::Singleton { .. } => Ok(()),
             Backend::Wire(w) => {
+                let text = free_text(message, w.proto);
                 let (msg, proto) = match w.proto {
                     Protocol::V1 => (
                         Message::new("abort")
@@ -957,8 +979,26 @@ mod tests {
     }
 
     #[test]
-    fn sanitize() {
-        assert_eq!(sanitize_text("a b;c=d"), "a_b_c_d");
-        assert_eq!(sanitize_text(""), "_");
+    fn free_text_keeps_its_spaces() {
+        assert_eq!(free_text("a b;c=d", Protocol::V1), "a\\ b;c=d");
+        assert_eq!(free_text("a b;c=d", Protocol::V2), "a b,c=d");
+        assert_eq!(free_text(" \n", Protocol::V1), "-");
+        for proto in [Protocol::V1, Protocol::V2] {
+            let m =
+                Message::new("abort").arg("message", free_text("MPI_Abort called; x\\y", proto));
+            let bytes = match proto {
+                Protocol::V1 => wire::encode_v1(&m).unwrap(),
+                Protocol::V2 => wire::encode_v2(&m, Align::Right).unwrap(),
+            };
+            let back = match proto {
+                Protocol::V1 => wire::parse_v1(&bytes).unwrap(),
+                Protocol::V2 => wire::parse_v2_body(&bytes[6..]).unwrap(),
+            };
+            let want = match proto {
+                Protocol::V1 => "MPI_Abort called; x\\y",
+                Protocol::V2 => "MPI_Abort called, x\\y",
+            };
+            assert_eq!(back.get("message"), Some(want), "{proto:?}");
+        }
     }
 }

@@ -21,7 +21,7 @@
 //!   table: this server serves the ranks of one node. A `getnodeattr` with
 //!   `wait=TRUE` for a missing key is answered when the key is put.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::wire::{self, Align, Decoder, Expect, Frame, Message, Protocol};
 
@@ -135,6 +135,9 @@ pub struct PmiServer {
     kvs: HashMap<String, String>,
     pending: Vec<(String, String)>,
     barrier: Vec<BarrierWaiter>,
+    /// Ranks the launcher reported lost while the job goes on
+    /// ([`PmiServer::handle_rank_lost`]): barriers stop waiting for them.
+    lost: BTreeSet<u32>,
     node_attrs: HashMap<String, String>,
     node_waiters: Vec<NodeWaiter>,
     transmit: VecDeque<(ConnId, Vec<u8>)>,
@@ -151,6 +154,7 @@ impl PmiServer {
             kvs: HashMap::new(),
             pending: Vec::new(),
             barrier: Vec::new(),
+            lost: BTreeSet::new(),
             node_attrs: HashMap::new(),
             node_waiters: Vec::new(),
             transmit: VecDeque::new(),
@@ -231,6 +235,20 @@ impl PmiServer {
             rank: c.rank,
             finalized: c.finalized,
         });
+    }
+
+    /// Rank `rank` is gone and the job goes on without it (a launcher that
+    /// keeps survivors running): barriers and fences no longer wait for it,
+    /// so the survivors can still finalize. The one waiting now completes
+    /// if every other rank is in it.
+    pub fn handle_rank_lost(&mut self, rank: u32) {
+        if rank >= self.job.size || !self.lost.insert(rank) {
+            return;
+        }
+        if let Some(&conn) = self.rank_conn.get(&rank) {
+            self.barrier.retain(|w| w.conn != conn);
+        }
+        self.try_release_barrier();
     }
 
     /// Next bytes to write to a connection, in order.
@@ -586,6 +604,7 @@ impl PmiServer {
                         Some(self.job.process_mapping.clone())
                     }
                     "universeSize" => Some(self.job.universe_size.to_string()),
+                    "PMI_dead_processes" => self.dead_processes(),
                     _ => None,
                 };
                 let args: Vec<(&str, String)> = match val {
@@ -691,7 +710,17 @@ impl PmiServer {
             return (!self.job.process_mapping.is_empty())
                 .then(|| self.job.process_mapping.clone());
         }
+        if key == "PMI_dead_processes" {
+            return self.dead_processes();
+        }
         self.kvs.get(key).cloned()
+    }
+
+    /// Hydra's `PMI_dead_processes` job attribute: the ranks lost so far, as
+    /// a rank list (`1,3-5`), visible at once (no fence); absent while none
+    /// is.
+    fn dead_processes(&self) -> Option<String> {
+        (!self.lost.is_empty()).then(|| super::format_rank_list(self.lost.iter().copied()))
     }
 
     fn enter_barrier(&mut self, conn: ConnId, proto: Protocol, thrid: Option<String>) {
@@ -700,7 +729,13 @@ impl PmiServer {
             return;
         }
         self.barrier.push(BarrierWaiter { conn, proto, thrid });
-        if self.barrier.len() < self.job.size as usize {
+        self.try_release_barrier();
+    }
+
+    /// Releases the barrier once every rank not lost has entered it.
+    fn try_release_barrier(&mut self) {
+        if self.barrier.is_empty() || self.barrier.len() + self.lost.len() < self.job.size as usize
+        {
             return;
         }
         // Everyone is here: publish the puts, then release everyone.

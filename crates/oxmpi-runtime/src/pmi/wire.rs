@@ -171,11 +171,7 @@ pub fn encode_v1(msg: &Message) -> Result<Vec<u8>, WireError> {
     out.extend_from_slice(msg.cmd.as_bytes());
     for (k, v) in &msg.args {
         check_key(k)?;
-        if let Some(&byte) = v
-            .as_bytes()
-            .iter()
-            .find(|&&b| matches!(b, b' ' | b'\n' | b'\\' | 0 | b'\r'))
-        {
+        if let Some(byte) = unescaped_v1_byte(v.as_bytes()) {
             return Err(WireError::BadValue {
                 key: k.clone(),
                 byte,
@@ -189,6 +185,48 @@ pub fn encode_v1(msg: &Message) -> Result<Vec<u8>, WireError> {
     }
     out.push(b'\n');
     Ok(out)
+}
+
+/// The first byte of a PMI-1 value that a parser could not read back: a
+/// space, newline, NUL or carriage return, or a backslash that does not
+/// escape a space or a backslash ([`escape_v1`] writes those pairs).
+fn unescaped_v1_byte(v: &[u8]) -> Option<u8> {
+    let mut i = 0;
+    while i < v.len() {
+        match v[i] {
+            b'\\' if matches!(v.get(i + 1), Some(b' ' | b'\\')) => i += 2,
+            b @ (b' ' | b'\n' | b'\\' | 0 | b'\r') => return Some(b),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Free text as a PMI-1 value, the way MPICH's PMI client writes one: a
+/// space or backslash is escaped with a backslash (parsers undo it, as
+/// [`parse_v1`] and Hydra do); other control characters become spaces.
+/// Nothing is lost for printable text.
+///
+/// ```
+/// use oxmpi_runtime::pmi::wire::{escape_v1, encode_v1, parse_v1, Message};
+/// let text = "MPI_Abort called (code 3)\tby rank 1";
+/// let m = Message::new("abort").arg("message", escape_v1(text));
+/// let back = parse_v1(&encode_v1(&m).unwrap()).unwrap();
+/// assert_eq!(back.get("message"), Some("MPI_Abort called (code 3) by rank 1"));
+/// ```
+pub fn escape_v1(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            ' ' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push_str("\\ "),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Parses one PMI-1 line (with or without its trailing newline).

@@ -1,0 +1,84 @@
+//! A rank dies and the launcher keeps the others running
+//! (`oxmpirun --enable-recovery`, Hydra's `-disable-auto-cleanup`): the
+//! survivors get `MPI_ERR_PROC_FAILED` from what needs the dead rank (the
+//! internal barrier, communicator creation, an `MPI_ANY_SOURCE` receive
+//! that only it could satisfy), still talk among themselves, and finalize
+//! (the `recovery` example holds the checks).
+
+mod support;
+
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn recovery(np: u32, btl: &str) {
+    let mut cmd = std::process::Command::new(support::oxmpirun());
+    cmd.args([
+        "--enable-recovery",
+        "-n",
+        &np.to_string(),
+        "--mca",
+        "btl",
+        btl,
+    ])
+    .args(["--timeout", &LIMIT.as_secs().to_string()])
+    .arg(support::example("recovery"));
+    let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
+    let what = format!("recovery -n {np} {btl}");
+    let ok = out
+        .stdout
+        .lines()
+        .filter(|l| l.ends_with("recovery ok"))
+        .count();
+    assert_eq!(ok, np as usize - 1, "{what}: {out:?}");
+    // The job's status is the dead rank's, and it is named.
+    assert_eq!(out.code, 128 + 9, "{what}: {out:?}");
+    let victim = np - 1;
+    assert!(
+        out.stderr.contains(&format!("rank {victim} (pid"))
+            && out.stderr.contains("signal 9 (SIGKILL)")
+            && out.stderr.contains("goes on without it"),
+        "{what}: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn survivors_of_a_killed_rank_get_proc_failed_over_sm() {
+    recovery(4, "self,sm");
+}
+
+#[test]
+fn survivors_of_a_killed_rank_get_proc_failed_over_tcp() {
+    recovery(3, "self,tcp");
+}
+
+/// Hydra sends the survivors SIGUSR1 when a rank fails: handled as a
+/// failure notice (they would die of it otherwise). Hydra 4.0 kills every
+/// rank when one is killed by a signal, so the victim exits instead.
+#[test]
+fn survivors_under_hydra_disable_auto_cleanup() {
+    const HYDRA: &str = "/usr/bin/mpiexec.hydra";
+    if !std::path::Path::new(HYDRA).exists() {
+        assert!(std::env::var_os("CI").is_none(), "{HYDRA} missing in CI");
+        eprintln!("note: {HYDRA} not found; skipping");
+        return;
+    }
+    for btl in ["self,sm", "self,tcp"] {
+        let mut cmd = std::process::Command::new(HYDRA);
+        cmd.args(["-disable-auto-cleanup", "-n", "3"])
+            .arg(support::example("recovery"))
+            .arg("exit")
+            .env("OXMPI_MCA_btl", btl)
+            .env_remove("PMI_FD")
+            .env_remove("PMI_PORT")
+            .env_remove("OXMPI_JOB_SECRET");
+        let out = support::run_cmd(&mut cmd, LIMIT);
+        let ok = out
+            .stdout
+            .lines()
+            .filter(|l| l.ends_with("recovery ok"))
+            .count();
+        assert_eq!(ok, 2, "hydra {btl}: {out:?}");
+    }
+}
