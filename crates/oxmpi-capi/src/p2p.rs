@@ -699,6 +699,11 @@ unsafe fn wait_all(
 ) -> Result<(), Error> {
     let s = state()?;
     let mut others = Vec::new();
+    let t = lock(&s.requests);
+    // Every handle is checked before anything waits (MPI_ERR_REQUEST at
+    // once, nothing completed or freed), as MPICH's argument checks do.
+    // SAFETY: forwarded from the caller.
+    unsafe { check_handles(&t, n, reqs) }?;
     if n <= oxmpi::request::WAIT_FEW {
         // A few requests (the usual exchange): their operations wait from
         // slots on the stack, with no vector kept between calls.
@@ -707,7 +712,7 @@ unsafe fn wait_all(
         let mut k = 0;
         // SAFETY: forwarded from the caller.
         unsafe {
-            take_requests(s, n, reqs, &mut put, &mut others, |i, r| {
+            take_requests(t, n, reqs, &mut put, &mut others, |i, r| {
                 few[k] = Some(r);
                 few_at[k] = i;
                 k += 1;
@@ -721,7 +726,7 @@ unsafe fn wait_all(
         let (mut batch, mut batch_at) = WAIT_SCRATCH.try_with(Cell::take).unwrap_or_default();
         // SAFETY: forwarded from the caller.
         unsafe {
-            take_requests(s, n, reqs, &mut put, &mut others, |i, r| {
+            take_requests(t, n, reqs, &mut put, &mut others, |i, r| {
                 if batch.is_empty() {
                     batch.reserve(n - i);
                     batch_at.reserve(n - i);
@@ -761,6 +766,31 @@ unsafe fn wait_all(
     Ok(())
 }
 
+/// `MPI_ERR_REQUEST` naming the first of the `n` handles at `reqs` that is
+/// neither null nor a request (an invalid handle fails a multiple
+/// completion before it completes or waits for anything).
+///
+/// # Safety
+/// `reqs` valid for `n` handles.
+#[inline(always)]
+unsafe fn check_handles(
+    t: &crate::state::Requests,
+    n: usize,
+    reqs: *const usize,
+) -> Result<(), Error> {
+    for i in 0..n {
+        // SAFETY: the caller's array of `n` requests.
+        let h = unsafe { *reqs.add(i) };
+        if h != REQUEST_NULL && t.get(h).is_none() {
+            return Err(Error::new(
+                ErrorClass::Request,
+                format!("invalid request handle {h:#x} at index {i} of {n}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `wait_all`'s pass over the handles, under the request table's lock:
 /// null and complete ones get their outcome from `put` at once (as do
 /// invalid ones, an error); each non-blocking operation leaves the table
@@ -772,14 +802,13 @@ unsafe fn wait_all(
 /// `reqs` valid for `n` handles.
 #[inline(always)]
 unsafe fn take_requests(
-    s: &crate::state::State,
+    mut t: std::sync::MutexGuard<'_, crate::state::Requests>,
     n: usize,
     reqs: *mut usize,
     put: &mut impl FnMut(usize, Result<Outcome, Error>),
     others: &mut Vec<(usize, usize, ReqObj)>,
     mut op: impl FnMut(usize, Op),
 ) {
-    let mut t = lock(&s.requests);
     for i in 0..n {
         // SAFETY: the caller's array of `n` requests.
         let p = unsafe { reqs.add(i) };
@@ -1676,6 +1705,8 @@ entry! {
         // lock of the table (as `sweep` does).
         s.universe.progress();
         let t = lock(&s.requests);
+        // SAFETY: the caller's array of `n` requests.
+        unsafe { check_handles(&t, n, reqs) }?;
         let ready = (0..n).all(|i| {
             // SAFETY: the caller's array of `n` requests.
             let h = unsafe { *reqs.add(i) };

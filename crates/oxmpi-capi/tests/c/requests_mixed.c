@@ -21,7 +21,10 @@
  *  - Strict mode only (OXMPI_STRICT=1): Testsome, Waitsome, Waitany and
  *    Testany with a garbage handle beside a request that has completed give
  *    MPI_ERR_REQUEST and leave that request in place, not lost: MPI_Wait
- *    then completes it with its data. And Testsome with the same completed
+ *    then completes it with its data. Waitall and Testall with a garbage
+ *    handle beside a request not complete yet fail at once with
+ *    MPI_ERR_REQUEST (Waitall does not wait) and leave the request in
+ *    place. And Testsome with the same completed
  *    request twice in its array (erroneous) reports it once, not an error
  *    that loses it.
  */
@@ -234,6 +237,25 @@ int main(int argc, char **argv)
             MPI_CHECK(MPI_Wait(&q[0], &st));
             CHECK(v == left * 10 && st.MPI_SOURCE == left && st.MPI_TAG == 20 + call,
                   "call %d: data %d source %d tag %d", call, v, st.MPI_SOURCE, st.MPI_TAG);
+        }
+        /* Waitall and Testall with a garbage handle beside a request that
+         * has not completed (its message is sent only afterwards): they
+         * fail at once, before waiting, and leave the request in place. */
+        for (int call = 0; call < 2; call++) {
+            int v = -1;
+            MPI_Request q[2];
+            MPI_CHECK(MPI_Irecv(&v, 1, MPI_INT, left, 40 + call, MPI_COMM_WORLD, &q[0]));
+            MPI_Request keep = q[0];
+            q[1] = (MPI_Request)(intptr_t)0x7ff;
+            flag = -1;
+            int rc = call == 0 ? MPI_Waitall(2, q, sts) : MPI_Testall(2, q, &flag, sts);
+            CHECK_CLASS(rc, MPI_ERR_REQUEST);
+            CHECK(q[0] == keep, "%s: the pending request was taken with the error",
+                  call == 0 ? "Waitall" : "Testall");
+            MPI_CHECK(MPI_Send(&out[0], 1, MPI_INT, right, 40 + call, MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Wait(&q[0], &st));
+            CHECK(v == left * 10 && st.MPI_TAG == 40 + call, "call %d: data %d tag %d", call, v,
+                  st.MPI_TAG);
         }
         /* The same completed request twice in one Testsome array. */
         int v = -1, got = 0;
