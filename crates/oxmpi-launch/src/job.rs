@@ -255,6 +255,9 @@ impl Job {
         }
 
         let listener = if args.pmi_port {
+            // Anyone on this host can connect to the port: the server
+            // serves only connections that present the job's secret first,
+            // which only the ranks get (`OXMPI_PMI_AUTH`).
             let l = TcpListener::bind("127.0.0.1:0")?;
             l.set_nonblocking(true)?;
             poll.registry().register(
@@ -265,6 +268,17 @@ impl Job {
             Some(l)
         } else {
             None
+        };
+        let mut server = server;
+        let pmi_auth = match &listener {
+            Some(l) => {
+                let secret = oxmpi::framework::random_secret()
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+                let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+                server.require_auth(hex.clone());
+                Some(format!("{} {hex}", l.local_addr()?))
+            }
+            None => None,
         };
 
         let mut job = Job {
@@ -327,12 +341,17 @@ impl Job {
             let mut parent_end = None;
             if let Some(l) = &job.listener {
                 cmd.env("PMI_PORT", l.local_addr()?.to_string())
-                    .env("PMI_ID", rank.to_string());
+                    .env("PMI_ID", rank.to_string())
+                    .env(
+                        oxmpi_runtime::pmi::client::AUTH_ENV,
+                        pmi_auth.as_deref().unwrap_or_default(),
+                    );
                 cmd.env_remove("PMI_FD");
             } else {
                 let (parent, child) = UnixStream::pair()?;
                 cmd.env("PMI_FD", child.as_raw_fd().to_string());
                 cmd.env_remove("PMI_PORT");
+                cmd.env_remove(oxmpi_runtime::pmi::client::AUTH_ENV);
                 child_end = Some(child);
                 parent_end = Some(parent);
             }
@@ -714,12 +733,21 @@ impl Job {
                     });
                 }
                 ServerEvent::ProtocolError {
-                    conn, rank, reason, ..
+                    conn,
+                    rank,
+                    reason,
+                    ignored,
                 } => {
                     tracing::warn!(
                         "PMI protocol error on connection {} (rank {rank:?}): {reason}",
                         conn.0
                     );
+                    // A port connection the server gave up on (a stranger
+                    // without the secret, or garbage): closed, so it holds
+                    // nothing of ours.
+                    if ignored && conn.0 >= PORT_CONN_BASE as u64 {
+                        self.close_conn(conn.0);
+                    }
                 }
                 ServerEvent::Initialized { .. }
                 | ServerEvent::Finalized { .. }

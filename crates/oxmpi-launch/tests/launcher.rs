@@ -401,3 +401,50 @@ fn enable_recovery_keeps_the_others_running() {
     assert_eq!(out.code, 5, "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
 }
+
+/// `--pmi-port` listens on loopback, where any local user can connect: a
+/// connection that does not present the job's secret first is closed and
+/// can neither end the job nor read its store; one with the secret can.
+#[test]
+fn the_pmi_port_serves_only_the_jobs_secret_holders() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::net::TcpStream;
+    for with_secret in [false, true] {
+        let mut child = Command::new(oxmpirun())
+            .args(["--pmi-port", "-n", "1", "sh", "-c"])
+            .arg("echo \"$PMI_PORT|$OXMPI_PMI_AUTH\"; sleep 2; echo finished")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let (port, auth) = line.trim().split_once('|').unwrap();
+        let secret = auth.split_once(' ').unwrap().1;
+        assert_eq!(auth.split_once(' ').unwrap().0, port, "{line}");
+        let mut s = TcpStream::connect(port).unwrap();
+        if with_secret {
+            s.write_all(format!("cmd=auth secret={secret}\n").as_bytes())
+                .unwrap();
+        }
+        s.write_all(b"cmd=get kvsname=x key=PMI_process_mapping\ncmd=abort exitcode=9\n")
+            .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut reply = String::new();
+        let _ = s.read_to_string(&mut reply);
+        let status = child.wait().unwrap();
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        if with_secret {
+            assert_eq!(status.code(), Some(9), "the secret holder's abort");
+            assert!(reply.contains("cmd=get_result"), "{reply:?}");
+        } else {
+            // Closed without an answer; the job ran to its end.
+            assert_eq!(reply, "", "a stranger was answered");
+            assert_eq!(status.code(), Some(0), "a stranger ended the job");
+            assert!(rest.contains("finished"), "{rest:?}");
+        }
+    }
+}

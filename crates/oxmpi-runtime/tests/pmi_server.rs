@@ -368,3 +368,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn port_connections_must_present_the_secret_first() {
+    let mut s = PmiServer::new(job(2));
+    s.require_auth("s3cret".into());
+    // An inherited socket needs no secret.
+    s.handle_connect(ConnId(0), Some(0));
+    s.handle_bytes(ConnId(0), b"cmd=get_maxes\n");
+    assert_eq!(replies(&mut s)[0].1.cmd, "maxes");
+    // A stranger: ignored from its first line on, whatever it sends.
+    for (c, first) in [
+        (1, &b"cmd=abort exitcode=9\n"[..]),
+        (2, &b"cmd=auth secret=s3creT\ncmd=abort exitcode=9\n"[..]),
+        (3, &b"cmd=auth secret=s3cret_\n"[..]),
+    ] {
+        s.handle_connect(ConnId(c), None);
+        s.handle_bytes(ConnId(c), first);
+        s.handle_bytes(
+            ConnId(c),
+            b"cmd=get kvsname=kvs_9 key=PMI_process_mapping\n",
+        );
+        assert!(replies(&mut s).is_empty(), "connection {c} was answered");
+        let ev = events(&mut s);
+        assert!(
+            ev.iter().all(|e| !matches!(e, ServerEvent::Abort { .. })),
+            "{ev:?}"
+        );
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, ServerEvent::ProtocolError { ignored: true, .. })),
+            "{ev:?}"
+        );
+    }
+    // The secret, then anything.
+    s.handle_connect(ConnId(4), None);
+    s.handle_bytes(ConnId(4), b"cmd=auth secret=s3cret\ncmd=get_maxes\n");
+    assert_eq!(replies(&mut s)[0].1.cmd, "maxes");
+}

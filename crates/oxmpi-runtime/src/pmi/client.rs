@@ -82,7 +82,14 @@ pub struct PmiEnv {
     pub size: Option<String>,
     /// `PMI_JOBID` (Slurm).
     pub jobid: Option<String>,
+    /// `OXMPI_PMI_AUTH`: `<PMI_PORT value> <secret>`, set by `oxmpirun
+    /// --pmi-port`: the secret to present to that port (and to no other).
+    pub auth: Option<String>,
 }
+
+/// The variable `oxmpirun --pmi-port` hands its ranks the PMI port's secret
+/// in ([`PmiEnv::auth`]).
+pub const AUTH_ENV: &str = "OXMPI_PMI_AUTH";
 
 impl PmiEnv {
     /// Reads the variables from the process environment.
@@ -100,6 +107,7 @@ impl PmiEnv {
             rank: get("PMI_RANK"),
             size: get("PMI_SIZE"),
             jobid: get("PMI_JOBID"),
+            auth: get(AUTH_ENV),
         }
     }
 
@@ -455,8 +463,24 @@ impl Pmi {
                 .ok_or_else(|| bad("expected host:port".into()))?;
             let p: u16 = p.parse().map_err(|_| bad("port is not a number".into()))?;
             let host = host.trim_start_matches('[').trim_end_matches(']');
-            let stream = TcpStream::connect((host, p)).map_err(|e| bad(format!("connect: {e}")))?;
+            let mut stream =
+                TcpStream::connect((host, p)).map_err(|e| bad(format!("connect: {e}")))?;
             let _ = stream.set_nodelay(true);
+            // oxmpirun's port wants its secret first (see `AUTH_ENV`); a
+            // secret given for another port (an enclosing job's) is not
+            // sent anywhere else.
+            let secret = env.auth.as_deref().and_then(|a| {
+                let (for_port, secret) = a.split_once(' ')?;
+                (for_port == port).then_some(secret)
+            });
+            if let Some(secret) = secret {
+                use std::io::Write;
+                let line = wire::encode_v1(&Message::new("auth").arg("secret", secret))
+                    .map_err(|e| bad(format!("the secret in {AUTH_ENV}: {e}")))?;
+                stream
+                    .write_all(&line)
+                    .map_err(|e| bad(format!("sending the port's secret: {e}")))?;
+            }
             return Self::handshake(config, env, Stream::Tcp(stream), true);
         }
         Ok(Self::singleton())

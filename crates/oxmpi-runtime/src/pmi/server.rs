@@ -109,6 +109,9 @@ struct Conn {
     rank: Option<u32>,
     finalized: bool,
     ignored: bool,
+    /// Presented the job's secret, or needs none (an inherited socket, or
+    /// a server without [`PmiServer::require_auth`]).
+    authed: bool,
 }
 
 /// A request waiting in the barrier.
@@ -138,6 +141,8 @@ pub struct PmiServer {
     /// Ranks the launcher reported lost while the job goes on
     /// ([`PmiServer::handle_rank_lost`]): barriers stop waiting for them.
     lost: BTreeSet<u32>,
+    /// The secret a connection over the port must present first.
+    secret: Option<String>,
     node_attrs: HashMap<String, String>,
     node_waiters: Vec<NodeWaiter>,
     transmit: VecDeque<(ConnId, Vec<u8>)>,
@@ -155,6 +160,7 @@ impl PmiServer {
             pending: Vec::new(),
             barrier: Vec::new(),
             lost: BTreeSet::new(),
+            secret: None,
             node_attrs: HashMap::new(),
             node_waiters: Vec::new(),
             transmit: VecDeque::new(),
@@ -171,6 +177,7 @@ impl PmiServer {
     /// launcher knows the rank), `None` for a `PMI_PORT` connection (the rank
     /// is learned from `initack pmiid=` or `fullinit pmirank=`).
     pub fn handle_connect(&mut self, conn: ConnId, rank: Option<u32>) {
+        let authed = rank.is_some() || self.secret.is_none();
         self.conns.insert(
             conn,
             Conn {
@@ -178,6 +185,7 @@ impl PmiServer {
                 rank: None,
                 finalized: false,
                 ignored: false,
+                authed,
             },
         );
         if let Some(r) = rank {
@@ -205,6 +213,24 @@ impl PmiServer {
                 return;
             };
             match c.dec.next_frame(Expect::Auto) {
+                Ok(Some(frame)) if !c.authed => {
+                    let ok = authenticates(self.secret.as_deref(), &frame);
+                    let Some(c) = self.conns.get_mut(&conn) else {
+                        return;
+                    };
+                    if ok {
+                        c.authed = true;
+                    } else {
+                        c.ignored = true;
+                        c.dec = Decoder::new();
+                        self.protocol_error(
+                            conn,
+                            "a PMI port connection that did not present the job's secret".into(),
+                            true,
+                        );
+                        return;
+                    }
+                }
                 Ok(Some(frame)) => self.dispatch(conn, frame),
                 Ok(None) => return,
                 Err(e) => {
@@ -235,6 +261,16 @@ impl PmiServer {
             rank: c.rank,
             finalized: c.finalized,
         });
+    }
+
+    /// Connections made through the port (those [`PmiServer::handle_connect`]
+    /// gets without a rank) must first send `cmd=auth secret=<secret>`;
+    /// anything else makes the server ignore the connection (a
+    /// `ProtocolError` event with `ignored`: the launcher closes it). The
+    /// launcher hands the secret to its ranks only, so another local user
+    /// who finds the port can neither end the job nor read its store.
+    pub fn require_auth(&mut self, secret: String) {
+        self.secret = Some(secret);
     }
 
     /// Rank `rank` is gone and the job goes on without it (a launcher that
@@ -777,6 +813,20 @@ impl PmiServer {
             message,
         });
     }
+}
+
+/// Whether `frame` is the `auth` line with the job's secret `want`
+/// (compared in time independent of where they differ).
+fn authenticates(want: Option<&str>, frame: &Frame) -> bool {
+    let (Some(want), Ok(m)) = (want, &frame.message) else {
+        return false;
+    };
+    if frame.protocol != Protocol::V1 || m.cmd != "auth" {
+        return false;
+    }
+    let got = m.get("secret").unwrap_or("").as_bytes();
+    let want = want.as_bytes();
+    got.len() == want.len() && got.iter().zip(want).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0
 }
 
 fn proto_num(p: Protocol) -> u8 {
