@@ -139,3 +139,49 @@ fn tcp_strangers_are_closed() {
     // Nothing a stranger sent was delivered.
     assert_eq!(rb.recvs.len(), 3);
 }
+
+/// Hundreds of idle strangers hold connections to a module's port while
+/// its real peers connect (each peer connects on first use): the peers
+/// still get in, at once, both ways, and the strangers are closed as newer
+/// connections need their places.
+#[test]
+fn idle_strangers_do_not_keep_real_peers_out() {
+    let ca = lo_config(0);
+    let cb = lo_config(1);
+    let mut a = one_module(&ca);
+    let mut b = one_module(&cb);
+    let (card_a, card_b) = (a.business_card(), b.business_card());
+    let ab = add(&mut a, 1, &card_b);
+    let ba = add(&mut b, 0, &card_a);
+    let (mut ra, mut rb) = (Rec::default(), Rec::default());
+    let mut strangers: Vec<TcpStream> = Vec::new();
+    for _ in 0..150 {
+        strangers.push(TcpStream::connect(b.listen_addr()).unwrap());
+        strangers.push(TcpStream::connect(a.listen_addr()).unwrap());
+    }
+    // Both modules see the strangers before the peers' connections.
+    for _ in 0..20 {
+        a.progress(&mut ra);
+        b.progress(&mut rb);
+    }
+    let t0 = std::time::Instant::now();
+    exchange(&mut a, ab, &mut ra, &mut b, &mut rb, 1);
+    exchange(&mut b, ba, &mut rb, &mut a, &mut ra, 2);
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "the peers got in after {:?}",
+        t0.elapsed()
+    );
+    // More strangers after the peers connected change nothing.
+    for _ in 0..100 {
+        strangers.push(TcpStream::connect(b.listen_addr()).unwrap());
+    }
+    exchange(&mut a, ab, &mut ra, &mut b, &mut rb, 3);
+    assert!(ra.lost.is_empty() && rb.lost.is_empty());
+    assert!(
+        b.open_connections() <= 65 + 1,
+        "strangers held {} connections",
+        b.open_connections()
+    );
+    assert!(b.stats().rejected >= 150, "{:?}", b.stats());
+}

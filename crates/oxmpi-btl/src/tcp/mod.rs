@@ -31,7 +31,10 @@
 //! declined connection carries none. A connection with a wrong or missing
 //! secret, a malformed greeting, or none within the handshake timeout is
 //! closed and logged at debug level; peers are never accepted or rejected
-//! by source address. Data from an authenticated peer that this module has
+//! by source address. At most 64 accepted connections wait for their
+//! HELLO: past that the oldest is closed to make room, and a HELLO that
+//! came with its connection is read as it is accepted, so strangers that
+//! connect and say nothing cannot keep the job's peers out. Data from an authenticated peer that this module has
 //! not been told about yet (`add_peer` not called) stays in the kernel
 //! (TCP flow control) until `add_peer` binds the connection.
 //!
@@ -147,7 +150,8 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const RETRY_WAIT: Duration = Duration::from_secs(1);
 /// Connect attempts before the peer is declared unreachable.
 const MAX_CONNECT_TRIES: u32 = 5;
-/// Connections accepted but not yet authenticated, at most.
+/// Connections accepted but not yet authenticated, at most: past it the
+/// oldest is closed to make room (see `TcpBtl::accept_all`).
 const MAX_PENDING_HELLOS: usize = 64;
 /// Bytes read from one connection per progress call before moving on.
 const READ_BUDGET: usize = 4 << 20;
@@ -567,6 +571,8 @@ struct Conn {
     hs_in: [u8; HS_LEN],
     hs_in_got: usize,
     deadline: Option<Instant>,
+    /// Accepted connections: the order of acceptance (`TcpBtl::hello_order`).
+    accept_seq: u64,
     rbuf: Vec<u8>,
     /// Where in `rbuf` a frame starting on a multiple of 64 in the stream
     /// goes (its first 64-byte aligned byte).
@@ -638,6 +644,7 @@ impl Conn {
             hs_in: [0; HS_LEN],
             hs_in_got: 0,
             deadline: None,
+            accept_seq: 0,
             rbuf: Vec::new(),
             home: 0,
             rstart: 0,
@@ -742,6 +749,13 @@ pub struct TcpBtl {
     ready_spare: Vec<usize>,
     /// Connections awaiting a HELLO.
     pending_hellos: usize,
+    /// Accepted connections in the order of acceptance, as (slot,
+    /// `Conn::accept_seq`): the oldest still awaiting its HELLO is the one
+    /// closed to make room. Entries of connections gone or authenticated
+    /// are skipped (and pruned).
+    hello_order: VecDeque<(usize, u64)>,
+    /// The last `Conn::accept_seq` given.
+    accept_seq: u64,
     /// Our connections in `Connecting`/`AwaitAck`.
     connecting: usize,
     /// Peers in `Waiting`.
@@ -849,6 +863,8 @@ impl TcpBtl {
                 ready: Vec::new(),
                 ready_spare: Vec::new(),
                 pending_hellos: 0,
+                hello_order: VecDeque::new(),
+                accept_seq: 0,
                 connecting: 0,
                 waiting: 0,
                 books: Books {
@@ -1111,8 +1127,11 @@ impl TcpBtl {
                     return;
                 }
             };
+            // Room for one more: strangers that connect and say nothing
+            // must not keep the job's own peers out, so the oldest silent
+            // connection goes (a peer's HELLO comes with its connection).
+            while self.pending_hellos >= MAX_PENDING_HELLOS && self.evict_oldest_hello() {}
             if self.pending_hellos >= MAX_PENDING_HELLOS {
-                tracing::debug!("tcp: too many unauthenticated connections; closing a new one");
                 self.books.stats.rejected += 1;
                 continue;
             }
@@ -1121,10 +1140,51 @@ impl TcpBtl {
             c.deadline = Some(Instant::now() + self.handshake_timeout);
             c.readable = true;
             c.writable = true;
-            if let Ok(slot) = self.add_conn(c) {
-                self.mark_ready(slot);
+            self.accept_seq += 1;
+            c.accept_seq = self.accept_seq;
+            let Ok(slot) = self.add_conn(c) else {
+                continue;
+            };
+            if self.hello_order.len() >= 4 * MAX_PENDING_HELLOS {
+                let conns = &self.conns;
+                self.hello_order.retain(|&(s, seq)| {
+                    conns[s]
+                        .as_ref()
+                        .is_some_and(|c| c.phase == Phase::AwaitHello && c.accept_seq == seq)
+                });
+            }
+            self.hello_order.push_back((slot, self.accept_seq));
+            // Its HELLO is usually here already: taken now, a peer is
+            // authenticated before later strangers could push it out.
+            let first = match self.conns[slot].as_mut() {
+                Some(c) => c.read_hs(),
+                None => continue,
+            };
+            match first {
+                Ok(Some(raw)) => self.on_hello(slot, raw),
+                Ok(None) => {}
+                Err(e) => {
+                    self.reject(slot, &e);
+                    continue;
+                }
+            }
+            self.mark_ready(slot);
+        }
+    }
+
+    /// Closes the oldest accepted connection still awaiting its HELLO;
+    /// `false` if there is none.
+    fn evict_oldest_hello(&mut self) -> bool {
+        while let Some((slot, seq)) = self.hello_order.pop_front() {
+            let waiting = self.conns[slot]
+                .as_ref()
+                .is_some_and(|c| c.phase == Phase::AwaitHello && c.accept_seq == seq);
+            if waiting {
+                self.reject(slot, "no HELLO yet, and a newer connection needs its place");
+                return true;
             }
         }
+        false
     }
 
     fn reject(&mut self, slot: usize, why: &str) {
