@@ -326,3 +326,64 @@ fn two_processes_shm_file() {
 fn data_offset_is_a_page() {
     assert_eq!(DATA_OFFSET, 4096);
 }
+
+/// The `/dev/shm` fallback in a tmpfs too small for it: creating the
+/// segment fails with an error that names the directory and the parameter
+/// to lower, instead of a SIGBUS at the first write to a page the tmpfs
+/// cannot give. Run in a private mount namespace with a 256 KiB tmpfs on
+/// `/dev/shm` (needs root and `unshare`, as in CI; elsewhere skipped).
+#[test]
+fn a_full_dev_shm_is_an_error_not_a_sigbus() {
+    if std::env::var_os("OXMPI_SMALL_SHM_CHILD").is_some() {
+        let err = Segment::create(LEN, SegmentKind::ShmFile).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("fallocate") && text.contains("/dev/shm has too little room"),
+            "{text}"
+        );
+        assert!(text.contains("btl_sm_ring_size"), "{text}");
+        // Nothing left behind.
+        assert_eq!(std::fs::read_dir("/dev/shm").unwrap().count(), 0);
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=256k tmpfs /dev/shm && exec {} --exact \
+         a_full_dev_shm_is_an_error_not_a_sigbus --nocapture",
+        exe.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .env("OXMPI_SMALL_SHM_CHILD", "1")
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("panicked") => {
+            panic!("{}", String::from_utf8_lossy(&o.stderr))
+        }
+        Ok(o) if o.status.signal_or_code() == Some(-7) => {
+            panic!("the child died of SIGBUS")
+        }
+        other => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "cannot run in a private mount namespace in CI: {other:?}"
+            );
+            eprintln!("note: needs root and unshare; skipped ({other:?})");
+            return;
+        }
+    };
+    assert!(out.status.success());
+}
+
+trait SignalOrCode {
+    fn signal_or_code(&self) -> Option<i32>;
+}
+
+impl SignalOrCode for std::process::ExitStatus {
+    /// The exit code, or minus the signal that killed it.
+    fn signal_or_code(&self) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        self.code().or_else(|| self.signal().map(|s| -s))
+    }
+}

@@ -367,6 +367,12 @@ impl Job {
                 Ok(c) => c,
                 Err(e) => {
                     let prog = PathDisplay(&args.program);
+                    let e = if matches!(e.raw_os_error(), Some(24 | 23)) {
+                        // EMFILE, ENFILE
+                        oxmpi_runtime::limits::fd_limit_hint()
+                    } else {
+                        e.to_string()
+                    };
                     job.begin_ending(
                         EXIT_LAUNCH_ERROR,
                         &format!("cannot start rank {rank} ({prog}): {e}"),

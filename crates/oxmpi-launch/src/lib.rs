@@ -23,6 +23,9 @@ use std::process::ExitCode;
 /// command line, check `--mca` parameters, run the job, return its status.
 pub fn launcher_main() -> ExitCode {
     oxmpi_runtime::log::init();
+    // A few descriptors per rank: the soft limit up to the hard one (the
+    // ranks inherit it).
+    oxmpi_runtime::limits::raise_fd_limit();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let code = match args::parse(&argv) {
         Ok(args::Command::Help) => {

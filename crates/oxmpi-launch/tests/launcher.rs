@@ -448,3 +448,42 @@ fn the_pmi_port_serves_only_the_jobs_secret_holders() {
         }
     }
 }
+
+/// A soft descriptor limit too low for the launcher's few descriptors per
+/// rank (it failed at 16 ranks with a soft limit of 64 before): raised to
+/// the hard limit, which the ranks inherit; a hard limit too low is an
+/// error that names it.
+#[test]
+fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
+    let hard = Command::new("sh")
+        .args(["-c", "ulimit -H -n"])
+        .output()
+        .unwrap();
+    let hard = String::from_utf8_lossy(&hard.stdout).trim().to_string();
+    if hard.parse::<u64>().map_or(true, |h| h < 1024) {
+        eprintln!("note: hard descriptor limit {hard}: skipped");
+        return;
+    }
+    let out = common::run_with(Command::new("sh").args([
+        "-c",
+        &format!(
+            "ulimit -S -n 40 && exec {} -n 16 sh -c 'ulimit -S -n'",
+            oxmpirun()
+        ),
+    ]));
+    assert_eq!(out.code, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 16, "{out:?}");
+    assert!(lines.iter().all(|l| *l == hard), "{out:?}");
+    let out = common::run_with(Command::new("sh").args([
+        "-c",
+        &format!("ulimit -n 24 && exec {} -n 16 true", oxmpirun()),
+    ]));
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("out of file descriptors (limit 24, hard limit 24)"),
+        "{}",
+        out.stderr
+    );
+}

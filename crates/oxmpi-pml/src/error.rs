@@ -77,3 +77,60 @@ impl PmlError {
         }
     }
 }
+
+/// The reasons of recent request failures, for the messages that report
+/// them: a request that fails carries only its class and a small number
+/// ([`crate::Status::detail`]) in its status, which stays `Copy` and
+/// small; the reason's text waits here. A fixed ring of the last
+/// [`REASONS`] reasons: an old number whose slot was reused finds nothing
+/// (its message is then the class's alone).
+pub mod reasons {
+    use std::sync::Mutex;
+
+    /// Reasons kept.
+    pub const REASONS: usize = 256;
+
+    struct Ring {
+        next: u16,
+        slots: Vec<Option<(u16, Box<str>)>>,
+    }
+
+    static RING: Mutex<Ring> = Mutex::new(Ring {
+        next: 0,
+        slots: Vec::new(),
+    });
+
+    /// Keeps `why` and returns its number (never 0: 0 is "no reason").
+    ///
+    /// ```
+    /// use oxmpi_pml::error::reasons;
+    /// let n = reasons::record("attaching rank 4: out of file descriptors");
+    /// assert_ne!(n, 0);
+    /// assert_eq!(reasons::get(n).as_deref(), Some("attaching rank 4: out of file descriptors"));
+    /// assert_eq!(reasons::get(0), None);
+    /// ```
+    #[cold]
+    pub fn record(why: &str) -> u16 {
+        let mut r = RING.lock().unwrap_or_else(|p| p.into_inner());
+        if r.slots.is_empty() {
+            r.slots.resize_with(REASONS, || None);
+        }
+        r.next = r.next.checked_add(1).unwrap_or(1);
+        let n = r.next;
+        r.slots[usize::from(n) % REASONS] = Some((n, why.into()));
+        n
+    }
+
+    /// The reason numbered `n`, if it is still kept.
+    #[cold]
+    pub fn get(n: u16) -> Option<String> {
+        if n == 0 {
+            return None;
+        }
+        let r = RING.lock().unwrap_or_else(|p| p.into_inner());
+        match r.slots.get(usize::from(n) % REASONS)? {
+            Some((m, why)) if *m == n => Some(why.to_string()),
+            _ => None,
+        }
+    }
+}

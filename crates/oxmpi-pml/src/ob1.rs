@@ -179,6 +179,9 @@ pub struct Status {
     pub error: Option<ErrClass>,
     /// Whether the request was cancelled.
     pub cancelled: bool,
+    /// With `error`: the number of its reason's text
+    /// ([`crate::error::reasons::get`]); 0 for none.
+    pub detail: u16,
 }
 
 /// Protocol counters: how many times each protocol ran, so tests can
@@ -2838,6 +2841,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 bytes: info.len,
                 error: None,
                 cancelled: false,
+                detail: 0,
             })),
             Err(e) => Err(err(ErrClass::Rank, format!("{e:?}"))),
         }
@@ -3114,6 +3118,7 @@ impl Status {
             bytes: 0,
             error: None,
             cancelled: false,
+            detail: 0,
         }
     }
 
@@ -3125,6 +3130,7 @@ impl Status {
             bytes: 0,
             error: None,
             cancelled: false,
+            detail: 0,
         }
     }
 }
@@ -3170,6 +3176,7 @@ impl State {
         tracing::debug!(?r, ?class, "request failed: {why}");
         if let Some(q) = self.reqs.get_mut(r) {
             q.status.error = Some(class);
+            q.status.detail = crate::error::reasons::record(why);
             if let Kind::Recv(rr) = &mut q.kind {
                 if let (false, Some(h)) = (rr.matched, rr.handle.take()) {
                     self.engine.cancel(h);

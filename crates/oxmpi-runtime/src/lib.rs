@@ -7,10 +7,12 @@
 //! * [`topology`]: which ranks share this node, and whether this node is
 //!   oversubscribed (so waits must yield).
 //! * [`log`]: `tracing` set up from `OXMPI_LOG`; silent by default.
+//! * [`limits`]: the descriptor limit, raised at start-up.
 //!
 //! Layer rule: this crate depends on no other oxmpi crate.
 #![deny(unsafe_code)]
 
+pub mod limits;
 pub mod log;
 pub mod mca;
 pub mod pmi;

@@ -1438,6 +1438,7 @@ fn message_status(m: Option<&oxmpi_pml::Message>) -> Status {
             bytes: m.len(),
             error: None,
             cancelled: false,
+            detail: 0,
         },
         None => oxmpi_pml::Status::proc_null(),
     })

@@ -385,7 +385,8 @@ pub(crate) fn status_result(
                     "message truncated: the receive buffer took {} bytes of a longer message",
                     s.bytes
                 ),
-                _ => format!("the request failed ({class:?})"),
+                _ => oxmpi_pml::error::reasons::get(s.detail)
+                    .unwrap_or_else(|| format!("the request failed ({class:?})")),
             },
         ));
     }

@@ -97,6 +97,9 @@ impl Runtime {
     /// `MPI_Init_thread`.
     pub(crate) fn init(level: ThreadLevel) -> Result<Runtime> {
         oxmpi_runtime::log::init();
+        // Descriptors per peer (TCP connections, segments, pidfds): the soft
+        // limit up to the hard one, as under oxmpirun.
+        oxmpi_runtime::limits::raise_fd_limit();
         let mut reg = Registry::new();
         framework::register_params(&mut reg).map_err(other)?;
         let sources =
@@ -254,6 +257,20 @@ impl Runtime {
                 Ok(())
             }
             other => other,
+        }
+    }
+
+    /// Ends this rank's MPI without the others (a panic unwinds through
+    /// the last handle): no barrier, no fence; the transports are closed
+    /// so that nothing is left behind, and the launcher is not told (the
+    /// process exits without finalizing: a failure).
+    pub(crate) fn abandon(&self) {
+        if self.finalized.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.driver.stop();
+        if !self.pml.confined_elsewhere() {
+            self.pml.with(|o| o.close());
         }
     }
 

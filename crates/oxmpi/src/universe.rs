@@ -548,7 +548,13 @@ impl<L: Level> Universe<L> {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if !self.is_finalized() {
+        if std::thread::panicking() {
+            // Unwinding from a panic: the other ranks are not coming to a
+            // finalize (it would wait for them for ever). Close the
+            // transports and let the process die of its panic; the
+            // launcher reports the rank's failure.
+            self.abandon();
+        } else if !self.is_finalized() {
             if let Err(e) = self.finalize() {
                 eprintln!("oxmpi: finalize: {e}");
             }

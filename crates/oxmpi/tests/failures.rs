@@ -82,3 +82,29 @@ fn survivors_under_hydra_disable_auto_cleanup() {
         assert_eq!(ok, 2, "hydra {btl}: {out:?}");
     }
 }
+
+/// Ranks whose descriptor limit is too low for their peers (the limit set
+/// below the hard one's reach, so raising it at start-up cannot help): the
+/// job ends with an error that names the limit, over each transport, not a
+/// hang or a crash without a word.
+#[test]
+fn too_few_descriptors_is_an_error_that_names_the_limit() {
+    for btl in ["self,sm", "self,tcp"] {
+        let mut cmd = std::process::Command::new(support::oxmpirun());
+        cmd.args(["-n", "8", "--mca", "btl", btl])
+            .args(["--timeout", &LIMIT.as_secs().to_string()])
+            .args(["sh", "-c"])
+            .arg(format!(
+                "ulimit -n 12 && exec {} 5",
+                support::example("ring").display()
+            ));
+        let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
+        assert!(out.code != 0 && out.code != 124, "{btl}: {out:?}");
+        assert!(
+            out.stderr.contains("out of file descriptors (limit 12")
+                && out.stderr.contains("ulimit -n"),
+            "{btl}: {}",
+            out.stderr
+        );
+    }
+}

@@ -127,11 +127,29 @@ impl BackingKind {
     }
 }
 
+/// What to do about `errno`, if it is a resource running out: descriptors
+/// (the limits and how to raise them) or room in the filesystem of `path`.
+fn errno_hint(errno: Errno, path: Option<&PathBuf>) -> String {
+    match errno {
+        Errno::MFILE | Errno::NFILE => format!(": {}", oxmpi_runtime::limits::fd_limit_hint()),
+        Errno::NOSPC => {
+            let dir = path
+                .and_then(|p| p.parent())
+                .map_or_else(|| "/dev/shm".into(), |d| d.display().to_string());
+            format!(
+                ": {dir} has too little room for this rank's shared segment (enlarge it, e.g. \
+                 `mount -o remount,size=1G {dir}`, or lower btl_sm_ring_size)"
+            )
+        }
+        _ => String::new(),
+    }
+}
+
 /// Why a segment could not be created, attached or unlinked.
 #[derive(Debug, thiserror::Error)]
 pub enum SegmentError {
     /// A system call failed while creating the owner's segment.
-    #[error("shared segment: {call} failed: {errno}")]
+    #[error("shared segment: {call} failed: {errno}{}", errno_hint(*.errno, None))]
     Create {
         /// The call that failed (`memfd_create`, `ftruncate`, `mmap`, ...).
         call: &'static str,
@@ -139,7 +157,7 @@ pub enum SegmentError {
         errno: Errno,
     },
     /// Opening or creating a path failed.
-    #[error("shared segment: open {path:?} failed: {errno}")]
+    #[error("shared segment: open {path:?} failed: {errno}{}", errno_hint(*.errno, Some(path)))]
     Open {
         /// The path.
         path: PathBuf,
@@ -147,7 +165,7 @@ pub enum SegmentError {
         errno: Errno,
     },
     /// A system call on an opened path failed.
-    #[error("shared segment: {call} on {path:?} failed: {errno}")]
+    #[error("shared segment: {call} on {path:?} failed: {errno}{}", errno_hint(*.errno, Some(path)))]
     Io {
         /// The call that failed (`fstat`, `ftruncate`, `mmap`).
         call: &'static str,
@@ -538,8 +556,23 @@ impl Segment {
             path: path.clone(),
             errno,
         })?;
+        // The pages are allocated now: a file in a full tmpfs would
+        // otherwise be mapped all the same, and the first write to a page
+        // it cannot get would kill the rank with SIGBUS.
         let mapped = rustix::fs::ftruncate(&fd, total as u64)
             .map_err(|errno| ("ftruncate", errno))
+            .and_then(|()| {
+                match rustix::fs::fallocate(
+                    &fd,
+                    rustix::fs::FallocateFlags::empty(),
+                    0,
+                    total as u64,
+                ) {
+                    // A filesystem without fallocate: as before.
+                    Err(Errno::OPNOTSUPP) | Ok(()) => Ok(()),
+                    Err(errno) => Err(("fallocate", errno)),
+                }
+            })
             .and_then(|()| RawMap::new(&fd, total).map_err(|errno| ("mmap", errno)));
         let map = match mapped {
             Ok(map) => map,

@@ -756,6 +756,8 @@ pub struct TcpBtl {
     hello_order: VecDeque<(usize, u64)>,
     /// The last `Conn::accept_seq` given.
     accept_seq: u64,
+    /// Running out of descriptors on accept was reported.
+    said_out_of_fds: bool,
     /// Our connections in `Connecting`/`AwaitAck`.
     connecting: usize,
     /// Peers in `Waiting`.
@@ -865,6 +867,7 @@ impl TcpBtl {
                 pending_hellos: 0,
                 hello_order: VecDeque::new(),
                 accept_seq: 0,
+                said_out_of_fds: false,
                 connecting: 0,
                 waiting: 0,
                 books: Books {
@@ -1060,7 +1063,14 @@ impl TcpBtl {
         let fd = match connect_socket(self.iface.addr, target, self.sndbuf, self.rcvbuf) {
             Ok(fd) => fd,
             Err(e) => {
-                self.lose_peer(ep, format!("connecting to rank {rank} at {target}: {e}"));
+                let hint = match e.raw_os_error() {
+                    23 | 24 => format!(": {}", oxmpi_runtime::limits::fd_limit_hint()),
+                    _ => String::new(),
+                };
+                self.lose_peer(
+                    ep,
+                    format!("connecting to rank {rank} at {target}: {e}{hint}"),
+                );
                 return;
             }
         };
@@ -1122,6 +1132,19 @@ impl TcpBtl {
                 Err(Errno::INTR) => continue,
                 Err(Errno::AGAIN) => return,
                 Err(Errno::CONNABORTED) => continue,
+                Err(e @ (Errno::MFILE | Errno::NFILE)) => {
+                    // Said once: the listener stays readable, and every
+                    // progress call would say it again.
+                    if !self.said_out_of_fds {
+                        self.said_out_of_fds = true;
+                        tracing::error!(
+                            "tcp: accept on {}: {e}: {}",
+                            self.listen_addr,
+                            oxmpi_runtime::limits::fd_limit_hint()
+                        );
+                    }
+                    return;
+                }
                 Err(e) => {
                     tracing::warn!("tcp: accept on {}: {e}", self.listen_addr);
                     return;
