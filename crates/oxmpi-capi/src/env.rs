@@ -141,8 +141,10 @@ entry! {
         unsafe { put(flag, c_int::from(crate::state::finalized()), "flag") }
     }
 
-    /// `MPI_Finalize`: completes every request still active (including
-    /// freed ones), then the runtime's finalize.
+    /// `MPI_Finalize`: the runtime's finalize, which completes every
+    /// request still active that can complete (freed ones included) and
+    /// abandons those that wait for a matching call (an unmatched receive,
+    /// a synchronous or rendezvous send nobody received).
     fn MPI_Finalize / PMPI_Finalize() comm = None; {
         let s = state()?;
         set_finalized();

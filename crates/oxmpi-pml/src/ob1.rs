@@ -389,6 +389,25 @@ struct Req {
 }
 
 impl Req {
+    /// Whether this active request can only complete once a matching call
+    /// is made that may never be: a receive nothing matched, or a
+    /// rendezvous or synchronous send whose first fragment went out and
+    /// which no answer of its receiver has reached yet (see
+    /// [`Ob1::finalize_waits_for`]). A cancel on its way is waited for.
+    fn waits_for_a_match(&self) -> bool {
+        match &self.kind {
+            Kind::Recv(rr) => !rr.matched,
+            Kind::Send(s) => {
+                s.first_done
+                    && s.need_ack
+                    && !s.acked
+                    && !s.fin
+                    && !s.split
+                    && s.cancel != CancelState::Sent
+            }
+        }
+    }
+
     fn send(&self) -> Option<&SendReq> {
         match &self.kind {
             Kind::Send(s) => Some(s),
@@ -2965,6 +2984,29 @@ impl<B: ?Sized + Btl> Ob1<B> {
             .slots
             .iter()
             .filter(|s| s.req.as_ref().is_some_and(|q| q.active && !q.done))
+            .count()
+    }
+
+    /// The active requests (freed ones included) that `MPI_Finalize` still
+    /// waits for: every one but those that wait for a matching call that
+    /// may never come, a posted receive nothing matched and a rendezvous or
+    /// synchronous send whose receiver has not answered (nothing matched
+    /// it there, as far as this process knows). Those are abandoned at
+    /// finalize, as MPICH abandons them: waiting for them hung the program
+    /// for ever. Once every process has got this far (finalize's barrier),
+    /// no process can post a receive any more, and every message a peer
+    /// matched before has been answered: the peer waits here for its
+    /// matched receives, whose data only we can send.
+    pub fn finalize_waits_for(&self) -> usize {
+        self.st
+            .reqs
+            .slots
+            .iter()
+            .filter(|s| {
+                s.req
+                    .as_ref()
+                    .is_some_and(|q| q.active && !q.done && !q.waits_for_a_match())
+            })
             .count()
     }
 

@@ -2480,6 +2480,67 @@ fn cancel_of_an_unmatched_send_to_oneself_is_decided_at_once() {
     assert_eq!(w.ranks[1].counters().sends_cancelled, 4);
 }
 
+/// What `MPI_Finalize` waits for: not a receive nothing matched, nor a
+/// rendezvous or synchronous send its receiver has not answered (those may
+/// never complete: finalize abandons them), but every request that can
+/// still complete: a send not yet out, a rendezvous the receiver matched
+/// (its data still to move), a receive that matched.
+#[test]
+fn finalize_waits_only_for_requests_that_can_complete() {
+    let mut w = world(2);
+    let len = 300 * 1024;
+    let mut never = Mem::zeros(64);
+    let r = w.ranks[1]
+        .irecv(never.buf(), Source::Rank(0), Tag::Value(50), CTX)
+        .unwrap();
+    assert_eq!(w.ranks[1].active_requests(), 1);
+    assert_eq!(w.ranks[1].finalize_waits_for(), 0, "an unmatched receive");
+    // Synchronous and rendezvous sends nobody receives: waited for until
+    // their first fragment is out, then not.
+    let mut small = Mem::pattern(8, 1);
+    let mut big = Mem::pattern(len, 2);
+    let s1 = w.ranks[0]
+        .isend(small.buf(), 1, 51, CTX, SendMode::Synchronous)
+        .unwrap();
+    let s2 = w.ranks[0]
+        .isend(big.buf(), 1, 51, CTX, SendMode::Standard)
+        .unwrap();
+    w.run_until(|w| w.ranks[1].counters().unexpected == 2);
+    assert_eq!(w.ranks[0].active_requests(), 2);
+    assert_eq!(w.ranks[0].finalize_waits_for(), 0, "unanswered sends");
+    // Once the receiver matches the rendezvous, both sides wait for it.
+    let mut dst = Mem::zeros(len);
+    let mut dst_small = Mem::zeros(8);
+    let rs = w.ranks[1]
+        .irecv(dst_small.buf(), Source::Rank(0), Tag::Value(51), CTX)
+        .unwrap();
+    let rb = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(51), CTX)
+        .unwrap();
+    assert!(w.ranks[1].finalize_waits_for() >= 1, "a matched rendezvous");
+    w.wait(1, rs);
+    w.wait(1, rb);
+    w.wait(0, s1);
+    w.wait(0, s2);
+    assert_eq!(dst.0, big.0);
+    assert_eq!(
+        (
+            w.ranks[0].active_requests(),
+            w.ranks[0].finalize_waits_for()
+        ),
+        (0, 0)
+    );
+    assert_eq!(
+        (
+            w.ranks[1].active_requests(),
+            w.ranks[1].finalize_waits_for()
+        ),
+        (1, 0)
+    );
+    w.ranks[1].cancel(r).unwrap();
+    assert!(w.wait(1, r).cancelled);
+}
+
 #[test]
 fn cancel_of_a_send_still_queued_leaves_no_hole_in_the_sequence() {
     // Sends queued behind a full network: cancelling them must not leave
