@@ -389,7 +389,8 @@ fn name_of(h: usize) -> Result<String, Error> {
             .unwrap_or_else(|| n.to_string()));
     }
     if h == DATATYPE_NULL {
-        return Err(bad_handle(h));
+        // Named after itself, as in MPICH.
+        return Ok("MPI_DATATYPE_NULL".to_string());
     }
     let s = state()?;
     let g = lock(&s.types);
@@ -1057,7 +1058,8 @@ entry! {
     }
 
     /// `MPI_Type_get_name`: the name set with `MPI_Type_set_name`, the MPI
-    /// name of a predefined type (`"MPI_INT"`), or an empty string.
+    /// name of a predefined type (`"MPI_INT"`, and `"MPI_DATATYPE_NULL"`
+    /// for the null handle, as in MPICH), or an empty string.
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype: usize, type_name: *mut c_char, resultlen: *mut c_int) comm = None; {
         let name = name_of(datatype)?;
         // SAFETY: the standard requires MPI_MAX_OBJECT_NAME bytes.

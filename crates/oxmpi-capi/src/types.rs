@@ -104,6 +104,11 @@ pub enum Num {
     /// A (value, int index) pair for MINLOC/MAXLOC: value kind, offset of
     /// the index, extent.
     Pair(&'static Num, usize, usize),
+    /// `long double`: the x87 80-bit format in 16 bytes (x86-64 only).
+    F80,
+    /// A complex number: the real part, then the imaginary part, each of
+    /// this kind (`F32`, `F64` or `F80`).
+    Complex(&'static Num),
 }
 
 impl Num {
@@ -114,13 +119,16 @@ impl Num {
             Num::F32 => 4,
             Num::F64 => 8,
             Num::Pair(_, _, ext) => ext,
+            Num::F80 => 16,
+            Num::Complex(part) => 2 * part.size(),
         }
     }
 }
 
 /// The element size of predefined handle `h` when its elements are plain
 /// contiguous bytes (every numeric, character and byte type; not the
-/// padded pair types).
+/// padded pair types, nor `long double` and the complex types, which take
+/// the general path as they always did).
 #[inline]
 pub fn contiguous_size(h: usize) -> Option<usize> {
     // A table over the predefined datatype handles (every call with a
@@ -131,7 +139,7 @@ pub fn contiguous_size(h: usize) -> Option<usize> {
         let mut i = 0;
         while i < t.len() {
             t[i] = match num_kind(FIRST + i) {
-                Some(Num::Pair(..)) | None => 0,
+                Some(Num::Pair(..) | Num::F80 | Num::Complex(_)) | None => 0,
                 Some(k) => k.size() as u8,
             };
             i += 1;
@@ -151,6 +159,8 @@ pub const fn num_kind(h: usize) -> Option<Num> {
     static I8: Num = Num::I(8);
     static F4: Num = Num::F32;
     static F8: Num = Num::F64;
+    #[cfg(target_arch = "x86_64")]
+    static F10: Num = Num::F80;
     Some(match h {
         0x201..=0x203 | 0x20a | 0x20b | 0x258 | 0x2d8 | 0x2d9 => Num::I(8),
         0x208 | 0x248 | 0x2c8 | 0x2c9 => Num::I(2),
@@ -168,6 +178,16 @@ pub const fn num_kind(h: usize) -> Option<Num> {
         0x22a => Num::Pair(&I8, 8, 16),
         0x22b | 0x232 => Num::Pair(&I4, 4, 8),
         0x22c => Num::Pair(&I2, 4, 8),
+        // MPI_C_FLOAT_COMPLEX, MPI_CXX_FLOAT_COMPLEX, MPI_COMPLEX,
+        // MPI_COMPLEX8; the double ones; the long double ones.
+        0x212 | 0x213 | 0x21b | 0x2db => Num::Complex(&F4),
+        0x216 | 0x217 | 0x21d | 0x2e3 => Num::Complex(&F8),
+        #[cfg(target_arch = "x86_64")]
+        0x220 => Num::F80,
+        #[cfg(target_arch = "x86_64")]
+        0x224 | 0x225 => Num::Complex(&F10),
+        #[cfg(target_arch = "x86_64")]
+        0x22d => Num::Pair(&F10, 16, 32),
         _ => return None,
     })
 }
@@ -352,7 +372,7 @@ mod tests {
     fn the_size_table_agrees_with_the_kinds() {
         for h in 0..0x1000usize {
             let want = match num_kind(h) {
-                Some(Num::Pair(..)) | None => None,
+                Some(Num::Pair(..) | Num::F80 | Num::Complex(_)) | None => None,
                 Some(k) => Some(k.size()),
             };
             assert_eq!(contiguous_size(h), want, "handle {h:#x}");

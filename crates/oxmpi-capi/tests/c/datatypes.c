@@ -338,6 +338,12 @@ static void names(void)
     CHECK(strcmp(name, "MPI_INT") == 0 && len == 7, "MPI_INT name '%s' len %d", name, len);
     MPI_CHECK(MPI_Type_get_name(MPI_DOUBLE, name, &len));
     CHECK(strcmp(name, "MPI_DOUBLE") == 0, "MPI_DOUBLE name '%s'", name);
+    if (strict_mode()) {
+        len = -1;
+        MPI_CHECK(MPI_Type_get_name(MPI_DATATYPE_NULL, name, &len));
+        CHECK(strcmp(name, "MPI_DATATYPE_NULL") == 0 && len == 17,
+              "MPI_DATATYPE_NULL name '%s' len %d", name, len);
+    }
     MPI_CHECK(MPI_Type_contiguous(2, MPI_INT, &t));
     len = -1;
     name[0] = 'x';
