@@ -18,6 +18,10 @@ use crate::types::{num_kind, Num};
 /// `MPI_IN_PLACE`.
 const IN_PLACE: *const c_void = 1 as *const c_void;
 const TAG: i32 = 0;
+/// `MPI_REPLACE`.
+const OP_REPLACE: usize = 0x3c;
+/// `MPI_NO_OP`.
+const OP_NO_OP: usize = 0x3d;
 
 /// The predefined operations of the standard ABI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +105,10 @@ fn valid(op: Op, k: Num) -> bool {
             !matches!(op, Op::Band | Op::Bor | Op::Bxor | Op::MinLoc | Op::MaxLoc)
         }
         Num::I(_) | Num::U(_) => !matches!(op, Op::MinLoc | Op::MaxLoc),
+        // The standard's floating point and complex groups (MPICH refuses
+        // the logical operations on them too).
+        Num::F80 => matches!(op, Op::Sum | Op::Prod | Op::Min | Op::Max),
+        Num::Complex(_) => matches!(op, Op::Sum | Op::Prod),
     }
 }
 
@@ -151,26 +159,109 @@ fn combine_one(op: Op, k: Num, acc: &mut [u8], x: &[u8], at: usize) {
             acc[at..at + 8].copy_from_slice(&r.to_ne_bytes());
         }
         Num::Pair(v, idx_at, _) => {
-            let val = |b: &[u8]| -> f64 {
-                match *v {
-                    Num::F32 => f64::from(f32::from_ne_bytes(read::<4>(b, at))),
-                    Num::F64 => f64::from_ne_bytes(read::<8>(b, at)),
-                    Num::I(2) => f64::from(i16::from_ne_bytes(read::<2>(b, at))),
-                    Num::I(4) => f64::from(i32::from_ne_bytes(read::<4>(b, at))),
-                    _ => i64::from_ne_bytes(read::<8>(b, at)) as f64,
-                }
-            };
+            use std::cmp::Ordering::{Equal, Greater, Less};
             let idx = |b: &[u8]| i32::from_ne_bytes(read::<4>(b, at + idx_at));
-            let (va, vx) = (val(acc), val(x));
-            let take = match op {
-                Op::MinLoc => vx < va || (vx == va && idx(x) < idx(acc)),
-                _ => vx > va || (vx == va && idx(x) < idx(acc)),
+            let take = match (op, value_order(v, x, acc, at)) {
+                (Op::MinLoc, Some(Less)) | (Op::MaxLoc, Some(Greater)) => true,
+                (_, Some(Equal)) => idx(x) < idx(acc),
+                _ => false,
             };
             if take {
                 let size = idx_at + 4;
                 acc[at..at + size].copy_from_slice(&x[at..at + size]);
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        Num::F80 => {
+            use crate::x87;
+            let (a, b) = (read::<16>(acc, at), read::<16>(x, at));
+            let r = match op {
+                Op::Sum => x87::add(&a, &b),
+                Op::Prod => x87::mul(&a, &b),
+                // C's `a < b ? a : b` and `a > b ? a : b` (MPICH's MIN and
+                // MAX), the accumulator first.
+                Op::Min if x87::lt(&a, &b) => a,
+                Op::Max if x87::lt(&b, &a) => a,
+                Op::Min | Op::Max => b,
+                _ => unreachable!("checked"),
+            };
+            acc[at..at + 16].copy_from_slice(&r);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Num::F80 => unreachable!("no type is a long double here"),
+        Num::Complex(part) => combine_complex(op, part, acc, x, at),
+    }
+}
+
+/// The order of the values of kind `v` at byte `at` of `a` and `b`
+/// (`None`: unordered, a NaN).
+fn value_order(v: &Num, a: &[u8], b: &[u8], at: usize) -> Option<std::cmp::Ordering> {
+    match *v {
+        Num::F32 => {
+            f32::from_ne_bytes(read::<4>(a, at)).partial_cmp(&f32::from_ne_bytes(read::<4>(b, at)))
+        }
+        Num::F64 => {
+            f64::from_ne_bytes(read::<8>(a, at)).partial_cmp(&f64::from_ne_bytes(read::<8>(b, at)))
+        }
+        Num::I(2) => {
+            Some(i16::from_ne_bytes(read::<2>(a, at)).cmp(&i16::from_ne_bytes(read::<2>(b, at))))
+        }
+        Num::I(4) => {
+            Some(i32::from_ne_bytes(read::<4>(a, at)).cmp(&i32::from_ne_bytes(read::<4>(b, at))))
+        }
+        Num::I(_) => {
+            Some(i64::from_ne_bytes(read::<8>(a, at)).cmp(&i64::from_ne_bytes(read::<8>(b, at))))
+        }
+        #[cfg(target_arch = "x86_64")]
+        Num::F80 => {
+            let (x, y) = (read::<16>(a, at), read::<16>(b, at));
+            if crate::x87::lt(&x, &y) {
+                Some(std::cmp::Ordering::Less)
+            } else if crate::x87::lt(&y, &x) {
+                Some(std::cmp::Ordering::Greater)
+            } else {
+                crate::x87::eq(&x, &y).then_some(std::cmp::Ordering::Equal)
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `acc op x` for one complex element of `part`s at byte `at` (`MPI_SUM`
+/// or `MPI_PROD`): the product as MPICH computes it, `(ar br - ai bi) +
+/// (ar bi + ai br) i`, each operation rounded to the part's type.
+fn combine_complex(op: Op, part: &Num, acc: &mut [u8], x: &[u8], at: usize) {
+    macro_rules! parts {
+        ($t:ty, $n:expr) => {{
+            let get = |b: &[u8], o: usize| <$t>::from_ne_bytes(read::<$n>(b, at + o));
+            let (ar, ai, br, bi) = (get(acc, 0), get(acc, $n), get(x, 0), get(x, $n));
+            let (re, im) = match op {
+                Op::Sum => (ar + br, ai + bi),
+                _ => (ar * br - ai * bi, ar * bi + ai * br),
+            };
+            acc[at..at + $n].copy_from_slice(&re.to_ne_bytes());
+            acc[at + $n..at + 2 * $n].copy_from_slice(&im.to_ne_bytes());
+        }};
+    }
+    match *part {
+        Num::F32 => parts!(f32, 4),
+        Num::F64 => parts!(f64, 8),
+        #[cfg(target_arch = "x86_64")]
+        Num::F80 => {
+            use crate::x87::{add, mul, neg};
+            let get = |b: &[u8], o: usize| read::<16>(b, at + o);
+            let (ar, ai, br, bi) = (get(acc, 0), get(acc, 16), get(x, 0), get(x, 16));
+            let (re, im) = match op {
+                Op::Sum => (add(&ar, &br), add(&ai, &bi)),
+                _ => (
+                    add(&mul(&ar, &br), &neg(&mul(&ai, &bi))),
+                    add(&mul(&ar, &bi), &mul(&ai, &br)),
+                ),
+            };
+            acc[at..at + 16].copy_from_slice(&re);
+            acc[at + 16..at + 32].copy_from_slice(&im);
+        }
+        _ => unreachable!("complex parts are floating point"),
     }
 }
 
@@ -866,10 +957,13 @@ entry! {
         Ok(())
     }
 
-    /// `MPI_Op_commutative`.
+    /// `MPI_Op_commutative`. `MPI_REPLACE` (`f(a, b) = b`) and `MPI_NO_OP`
+    /// (`f(a, b) = a`), operations of one-sided accumulates, are not
+    /// commutative (MPICH says so too).
     fn MPI_Op_commutative / PMPI_Op_commutative(op: usize, commute: *mut c_int) comm = None; {
         let c = match lock(&OPS).get(op) {
             Some(u) => u.commute,
+            None if matches!(op, OP_REPLACE | OP_NO_OP) => false,
             None => {
                 op_of(op)?;
                 true
@@ -877,5 +971,63 @@ entry! {
         };
         // SAFETY: the caller's out-parameter.
         unsafe { put(commute, c_int::from(c), "commute") }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{combine_one, valid, Op};
+    use crate::types::{num_kind, Num};
+
+    fn c64(re: f64, im: f64) -> Vec<u8> {
+        [re.to_ne_bytes(), im.to_ne_bytes()].concat()
+    }
+
+    #[test]
+    fn complex_sum_and_product() {
+        let k = num_kind(0x216).expect("MPI_C_DOUBLE_COMPLEX");
+        assert_eq!(k, Num::Complex(&Num::F64));
+        let mut acc = c64(1.0, 2.0);
+        combine_one(Op::Prod, k, &mut acc, &c64(3.0, -1.0), 0);
+        assert_eq!(acc, c64(5.0, 5.0));
+        combine_one(Op::Sum, k, &mut acc, &c64(-0.5, 1.0), 0);
+        assert_eq!(acc, c64(4.5, 6.0));
+        for h in [0x212, 0x213, 0x21b, 0x2db, 0x216, 0x217, 0x21d, 0x2e3] {
+            let k = num_kind(h).unwrap();
+            assert!(valid(Op::Sum, k) && valid(Op::Prod, k), "{h:#x}");
+            assert!(!valid(Op::Max, k) && !valid(Op::Land, k), "{h:#x}");
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn long_double_ops() {
+        // 1 + 2^-62 and 1 + 2^-61: equal as doubles.
+        let ld = |frac_bit: u32| {
+            let mut b = [0u8; 16];
+            let m = (1u64 << 63) | (1u64 << (63 - frac_bit));
+            b[..8].copy_from_slice(&m.to_le_bytes());
+            b[8..10].copy_from_slice(&16383u16.to_le_bytes());
+            b.to_vec()
+        };
+        let k = num_kind(0x220).expect("MPI_LONG_DOUBLE");
+        let (small, big) = (ld(62), ld(61));
+        let mut acc = big.clone();
+        combine_one(Op::Min, k, &mut acc, &small, 0);
+        assert_eq!(acc, small);
+        combine_one(Op::Max, k, &mut acc, &big, 0);
+        assert_eq!(acc, big);
+        assert!(!valid(Op::Land, k) && !valid(Op::Band, k) && valid(Op::Prod, k));
+        // MAXLOC on MPI_LONG_DOUBLE_INT: the larger value, ties to the
+        // lower index.
+        let pair = |v: &[u8], i: i32| [&v[..16], &i.to_ne_bytes()[..], &[0u8; 12][..]].concat();
+        let k = num_kind(0x22d).expect("MPI_LONG_DOUBLE_INT");
+        let mut acc = pair(&small, 3);
+        combine_one(Op::MaxLoc, k, &mut acc, &pair(&big, 5), 0);
+        assert_eq!(acc, pair(&big, 5));
+        combine_one(Op::MaxLoc, k, &mut acc, &pair(&big, 1), 0);
+        assert_eq!(acc, pair(&big, 1));
+        combine_one(Op::MaxLoc, k, &mut acc, &pair(&small, 0), 0);
+        assert_eq!(acc, pair(&big, 1));
     }
 }

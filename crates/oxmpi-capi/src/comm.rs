@@ -38,6 +38,10 @@ pub const SIMILAR: c_int = 203;
 pub const UNEQUAL: c_int = 204;
 /// `MPI_COMM_TYPE_SHARED`.
 pub const COMM_TYPE_SHARED: c_int = 221;
+/// `MPI_COMM_TYPE_HW_GUIDED`.
+pub const COMM_TYPE_HW_GUIDED: c_int = 223;
+/// `MPI_COMM_TYPE_RESOURCE_GUIDED`.
+pub const COMM_TYPE_RESOURCE_GUIDED: c_int = 224;
 /// `MPI_MAX_OBJECT_NAME`.
 pub const MAX_OBJECT_NAME: usize = 128;
 /// The ABI version `MPI_Abi_get_version` reports (`MPI_ABI_VERSION`,
@@ -254,8 +258,13 @@ entry! {
     }
 
     /// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` (the processes on
-    /// this node) or `MPI_UNDEFINED` (`MPI_COMM_NULL`); other types are
-    /// `MPI_ERR_ARG`. `info` is ignored. Collective.
+    /// this node) or `MPI_UNDEFINED` (`MPI_COMM_NULL`).
+    /// `MPI_COMM_TYPE_HW_GUIDED` and `MPI_COMM_TYPE_RESOURCE_GUIDED` split
+    /// by the resource their info key names (`mpi_hw_resource_type`,
+    /// `mpi_pset_name`); oxmpi has no info objects, so no key is ever
+    /// given, and as the standard says for a missing or unsupported key
+    /// the result is `MPI_COMM_NULL` (MPICH does the same). Other types
+    /// are `MPI_ERR_ARG`. Collective.
     fn MPI_Comm_split_type / PMPI_Comm_split_type(
         comm: usize,
         split_type: c_int,
@@ -267,7 +276,7 @@ entry! {
         let c = s.comm(comm)?;
         need(newcomm, "newcomm")?;
         let color = match split_type {
-            UNDEFINED => None,
+            UNDEFINED | COMM_TYPE_HW_GUIDED | COMM_TYPE_RESOURCE_GUIDED => None,
             COMM_TYPE_SHARED => {
                 // The node's color: its lowest world rank (as
                 // `Communicator::split_shared`).
@@ -387,14 +396,19 @@ entry! {
     }
 
     /// `MPI_Comm_get_name` (empty until set; `MPI_COMM_WORLD` and
-    /// `MPI_COMM_SELF` are named after themselves).
+    /// `MPI_COMM_SELF` are named after themselves, and so is
+    /// `MPI_COMM_NULL`, as in MPICH).
     fn MPI_Comm_get_name / PMPI_Comm_get_name(
         comm: usize,
         comm_name: *mut c_char,
         resultlen: *mut c_int,
     ) comm = Some(comm); {
-        let c = state()?.comm(comm)?;
-        let name = lock(&c.name).clone();
+        let s = state()?;
+        let name = if comm == COMM_NULL {
+            "MPI_COMM_NULL".to_string()
+        } else {
+            lock(&s.comm(comm)?.name).clone()
+        };
         // SAFETY: the standard requires MPI_MAX_OBJECT_NAME bytes.
         unsafe { put_str(comm_name, resultlen, &name, MAX_OBJECT_NAME) }
     }

@@ -21,7 +21,7 @@ use crate::entry;
 use crate::env::put;
 use crate::p2p::CStatus;
 use crate::state::{lock, null_arg, state, DATATYPE_NULL};
-use crate::types::{arg_type, count, new_type_with, predefined};
+use crate::types::{arg_type, count, new_type_with, predefined, release_type, retain_types};
 
 /// `MPI_UNDEFINED`.
 pub const UNDEFINED: c_int = -32766;
@@ -389,7 +389,8 @@ fn name_of(h: usize) -> Result<String, Error> {
             .unwrap_or_else(|| n.to_string()));
     }
     if h == DATATYPE_NULL {
-        return Err(bad_handle(h));
+        // Named after itself, as in MPICH.
+        return Ok("MPI_DATATYPE_NULL".to_string());
     }
     let s = state()?;
     let g = lock(&s.types);
@@ -696,9 +697,11 @@ entry! {
         Ok(())
     }
 
-    /// `MPI_Type_free`: drops the handle and sets it to
-    /// `MPI_DATATYPE_NULL`; types built from it and pending operations are
-    /// not affected. Predefined types cannot be freed (`MPI_ERR_TYPE`).
+    /// `MPI_Type_free`: drops the program's reference and sets the handle
+    /// to `MPI_DATATYPE_NULL`; types built from it keep theirs (the
+    /// handle lives on while they do, so `MPI_Type_get_contents` can give
+    /// it back), pending operations hold the type itself. Predefined types
+    /// cannot be freed (`MPI_ERR_TYPE`).
     fn MPI_Type_free / PMPI_Type_free(datatype: *mut usize) comm = None; {
         if datatype.is_null() {
             return Err(null_arg("datatype"));
@@ -713,8 +716,7 @@ entry! {
             return Err(bad_handle(h));
         }
         let s = state()?;
-        let obj = lock(&s.types).remove(h).ok_or_else(|| bad_handle(h))?;
-        drop(obj);
+        release_type(&mut lock(&s.types), h).ok_or_else(|| bad_handle(h))?;
         // SAFETY: as above.
         unsafe { datatype.write(DATATYPE_NULL) };
         Ok(())
@@ -1056,7 +1058,8 @@ entry! {
     }
 
     /// `MPI_Type_get_name`: the name set with `MPI_Type_set_name`, the MPI
-    /// name of a predefined type (`"MPI_INT"`), or an empty string.
+    /// name of a predefined type (`"MPI_INT"`, and `"MPI_DATATYPE_NULL"`
+    /// for the null handle, as in MPICH), or an empty string.
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype: usize, type_name: *mut c_char, resultlen: *mut c_int) comm = None; {
         let name = name_of(datatype)?;
         // SAFETY: the standard requires MPI_MAX_OBJECT_NAME bytes.
@@ -1368,59 +1371,63 @@ unsafe fn put_array<T: Copy>(out: *mut T, max: i64, v: &[T], what: &str) -> Resu
     Ok(())
 }
 
-/// The constructor's arguments of `datatype`, derived argument types
-/// duplicated (new handles the program frees).
-fn contents_of(datatype: usize) -> Result<(Contents, Vec<usize>), Error> {
+/// The constructor's arguments of `datatype`, handed to `write` (which
+/// copies them to the caller's arrays) with the lock of the type table
+/// held. Derived argument types are the handles themselves, each with one
+/// more reference, which the program drops with `MPI_Type_free` (as MPICH
+/// does: a dup of a dup decodes to the dup, whose contents give the
+/// original); taken only once `write` succeeded.
+fn contents_of(
+    datatype: usize,
+    write: impl FnOnce(&Contents) -> Result<(), Error>,
+) -> Result<(), Error> {
     if predefined(datatype).is_some() {
         return Err(type_error(format!(
             "{datatype:#x} is a predefined datatype: it has no contents"
         )));
     }
-    let c = {
-        let s = state()?;
-        let g = lock(&s.types);
-        g.get(datatype)
-            .ok_or_else(|| bad_handle(datatype))?
-            .contents
-            .clone()
-    };
-    let mut types = Vec::with_capacity(c.types.len());
-    for &t in &c.types {
-        if predefined(t).is_some() {
-            types.push(t);
-        } else {
-            let mut h = DATATYPE_NULL;
-            // SAFETY: a local out-parameter.
-            let rc = unsafe { PMPI_Type_dup(t, &mut h) };
-            if rc != 0 {
-                return Err(type_error(format!("argument datatype {t:#x} was freed")));
-            }
-            types.push(h);
-        }
+    if datatype == DATATYPE_NULL {
+        return Err(bad_handle(datatype));
     }
-    Ok((c, types))
+    let s = state()?;
+    let mut g = lock(&s.types);
+    let c = &g
+        .get(datatype)
+        .ok_or_else(|| bad_handle(datatype))?
+        .contents;
+    write(c)?;
+    let derived: Vec<usize> = c
+        .types
+        .iter()
+        .copied()
+        .filter(|&t| predefined(t).is_none())
+        .collect();
+    retain_types(&mut g, &derived);
+    Ok(())
 }
 
 entry! {
     /// `MPI_Type_get_contents`: the constructor's arguments; derived
-    /// datatypes among them come back as new handles (duplicates the
-    /// program frees), predefined ones as themselves.
+    /// datatypes among them come back as their own handles, each with a
+    /// reference the program drops with `MPI_Type_free` (predefined ones
+    /// must not be freed), as MPICH does.
     fn MPI_Type_get_contents / PMPI_Type_get_contents(
         datatype: usize, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int,
         integers: *mut c_int, addresses: *mut isize, datatypes: *mut usize,
     ) comm = None; {
-        let (c, types) = contents_of(datatype)?;
-        if !c.counts.is_empty() {
-            return Err(type_error(format!(
-                "datatype {datatype:#x} was made by a large-count constructor: use MPI_Type_get_contents_c"
-            )));
-        }
-        // SAFETY: the caller's arrays of the given sizes.
-        unsafe {
-            put_array(integers, max_integers.into(), &c.ints, "array_of_integers")?;
-            put_array(addresses, max_addresses.into(), &c.addrs, "array_of_addresses")?;
-            put_array(datatypes, max_datatypes.into(), &types, "array_of_datatypes")
-        }
+        contents_of(datatype, |c| {
+            if !c.counts.is_empty() {
+                return Err(type_error(format!(
+                    "datatype {datatype:#x} was made by a large-count constructor: use MPI_Type_get_contents_c"
+                )));
+            }
+            // SAFETY: the caller's arrays of the given sizes.
+            unsafe {
+                put_array(integers, max_integers.into(), &c.ints, "array_of_integers")?;
+                put_array(addresses, max_addresses.into(), &c.addrs, "array_of_addresses")?;
+                put_array(datatypes, max_datatypes.into(), &c.types, "array_of_datatypes")
+            }
+        })
     }
 
     /// `MPI_Type_get_contents_c`.
@@ -1428,14 +1435,15 @@ entry! {
         datatype: usize, max_integers: i64, max_addresses: i64, max_large_counts: i64, max_datatypes: i64,
         integers: *mut c_int, addresses: *mut isize, large_counts: *mut i64, datatypes: *mut usize,
     ) comm = None; {
-        let (c, types) = contents_of(datatype)?;
-        // SAFETY: the caller's arrays of the given sizes.
-        unsafe {
-            put_array(integers, max_integers, &c.ints, "array_of_integers")?;
-            put_array(addresses, max_addresses, &c.addrs, "array_of_addresses")?;
-            put_array(large_counts, max_large_counts, &c.counts, "array_of_large_counts")?;
-            put_array(datatypes, max_datatypes, &types, "array_of_datatypes")
-        }
+        contents_of(datatype, |c| {
+            // SAFETY: the caller's arrays of the given sizes.
+            unsafe {
+                put_array(integers, max_integers, &c.ints, "array_of_integers")?;
+                put_array(addresses, max_addresses, &c.addrs, "array_of_addresses")?;
+                put_array(large_counts, max_large_counts, &c.counts, "array_of_large_counts")?;
+                put_array(datatypes, max_datatypes, &c.types, "array_of_datatypes")
+            }
+        })
     }
 
     /// `MPI_Type_create_indexed_block_c`.

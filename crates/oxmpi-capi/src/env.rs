@@ -21,7 +21,15 @@ const IO_KEY: c_int = 502;
 const HOST_KEY: c_int = 503;
 const WTIME_IS_GLOBAL_KEY: c_int = 504;
 const APPNUM_KEY: c_int = 505;
+const LASTUSEDCODE_KEY: c_int = 506;
 const UNIVERSE_SIZE_KEY: c_int = 507;
+/// `MPI_KEYVAL_INVALID`.
+const KEYVAL_INVALID: c_int = 0;
+/// `MPI_ERR_LASTCODE`: no error code or class in use is larger (oxmpi
+/// adds none: `MPI_Add_error_class` is not implemented).
+const ERR_LASTCODE: c_int = 0x3fff;
+/// `MPI_ERRHANDLER_NULL`.
+const ERRHANDLER_NULL: usize = 0x140;
 const LIBRARY_VERSION: &str = concat!(
     "oxmpi ",
     env!("CARGO_PKG_VERSION"),
@@ -141,8 +149,10 @@ entry! {
         unsafe { put(flag, c_int::from(crate::state::finalized()), "flag") }
     }
 
-    /// `MPI_Finalize`: completes every request still active (including
-    /// freed ones), then the runtime's finalize.
+    /// `MPI_Finalize`: the runtime's finalize, which completes every
+    /// request still active that can complete (freed ones included) and
+    /// abandons those that wait for a matching call (an unmatched receive,
+    /// a synchronous or rendezvous send nobody received).
     fn MPI_Finalize / PMPI_Finalize() comm = None; {
         let s = state()?;
         set_finalized();
@@ -234,10 +244,25 @@ entry! {
         unsafe { put(errh, e, "errhandler") }
     }
 
-    /// `MPI_Errhandler_free` (predefined handlers: the handle becomes null).
+    /// `MPI_Errhandler_free` (the predefined handlers are the only ones:
+    /// the handle becomes `MPI_ERRHANDLER_NULL`). `MPI_ERRHANDLER_NULL` or
+    /// any other value is `MPI_ERR_ERRHANDLER`, as in MPICH.
     fn MPI_Errhandler_free / PMPI_Errhandler_free(errh: *mut usize) comm = None; {
-        // SAFETY: the caller's in/out-parameter.
-        unsafe { put(errh, 0x140, "errhandler") }
+        if errh.is_null() {
+            return Err(null_arg("errhandler"));
+        }
+        // SAFETY: not null; the caller's in/out-parameter.
+        let h = unsafe { errh.read() };
+        if !matches!(h, ERRORS_ARE_FATAL | ERRORS_RETURN | ERRORS_ABORT) {
+            let what = if h == ERRHANDLER_NULL {
+                "MPI_ERRHANDLER_NULL is not an error handler".to_string()
+            } else {
+                format!("invalid error handler {h:#x}")
+            };
+            return Err(Error::new(ErrorClass::Errhandler, what));
+        }
+        // SAFETY: as above.
+        unsafe { put(errh, ERRHANDLER_NULL, "errhandler") }
     }
 
     /// `MPI_Error_class`: error codes are their classes.
@@ -257,7 +282,10 @@ entry! {
         unsafe { put_str(s, len, text, 512) }
     }
 
-    /// `MPI_Comm_get_attr` for the predefined attributes.
+    /// `MPI_Comm_get_attr` for the predefined attributes (oxmpi creates
+    /// no others: `MPI_Comm_create_keyval` is not implemented, so any
+    /// other key, `MPI_KEYVAL_INVALID` included, is `MPI_ERR_KEYVAL`, as in
+    /// MPICH).
     fn MPI_Comm_get_attr / PMPI_Comm_get_attr(
         comm: usize,
         key: c_int,
@@ -270,24 +298,27 @@ entry! {
         static HOST: c_int = -3; // MPI_PROC_NULL: no host process
         static IO: c_int = -1; // MPI_ANY_SOURCE: every process can do I/O
         static WTIME_GLOBAL: c_int = 0;
+        static LASTUSEDCODE: c_int = ERR_LASTCODE;
         static UNIVERSE: OnceLock<c_int> = OnceLock::new();
         static APPNUM: OnceLock<c_int> = OnceLock::new();
-        let p: Option<&'static c_int> = match key {
-            TAG_UB_KEY => Some(&TAG_UB),
-            HOST_KEY => Some(&HOST),
-            IO_KEY => Some(&IO),
-            WTIME_IS_GLOBAL_KEY => Some(&WTIME_GLOBAL),
-            UNIVERSE_SIZE_KEY => Some(UNIVERSE.get_or_init(|| s.universe.universe_size() as c_int)),
-            APPNUM_KEY => Some(APPNUM.get_or_init(|| s.universe.appnum() as c_int)),
-            _ => None,
+        let p: &'static c_int = match key {
+            TAG_UB_KEY => &TAG_UB,
+            HOST_KEY => &HOST,
+            IO_KEY => &IO,
+            WTIME_IS_GLOBAL_KEY => &WTIME_GLOBAL,
+            UNIVERSE_SIZE_KEY => UNIVERSE.get_or_init(|| s.universe.universe_size() as c_int),
+            APPNUM_KEY => APPNUM.get_or_init(|| s.universe.appnum() as c_int),
+            LASTUSEDCODE_KEY => &LASTUSEDCODE,
+            KEYVAL_INVALID => {
+                return Err(Error::new(ErrorClass::Keyval, "MPI_KEYVAL_INVALID is not an attribute key"))
+            }
+            k => return Err(Error::new(ErrorClass::Keyval, format!("no communicator attribute key {k}"))),
         };
         // SAFETY: the caller's out-parameters; `value` receives a pointer
         // to a static int, as the standard specifies for these keys.
         unsafe {
-            if let Some(p) = p {
-                put(value.cast::<*const c_int>(), p as *const c_int, "attribute_val")?;
-            }
-            put(flag, c_int::from(p.is_some()), "flag")
+            put(value.cast::<*const c_int>(), p as *const c_int, "attribute_val")?;
+            put(flag, 1, "flag")
         }
     }
 }
@@ -338,6 +369,7 @@ fn error_text(code: c_int) -> Option<&'static str> {
         17 => "MPI_ERR_INTERN: internal error",
         18 => "MPI_ERR_PENDING: pending request",
         19 => "MPI_ERR_IN_STATUS: error code is in status",
+        36 => "MPI_ERR_KEYVAL: invalid attribute key",
         39 => "MPI_ERR_NO_MEM: out of memory",
         61 => "MPI_ERR_ERRHANDLER: invalid error handler",
         62 => "MPI_ERR_ABI: ABI mismatch",

@@ -23,3 +23,5 @@ pub mod env;
 pub mod p2p;
 pub mod state;
 pub mod types;
+#[cfg(target_arch = "x86_64")]
+pub mod x87;

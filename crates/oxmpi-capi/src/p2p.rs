@@ -408,23 +408,31 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
                 // SAFETY: the program's callback, with its extra state and a
                 // status to fill, as MPI_Grequest_start registered it.
                 let rc = unsafe { q(g.extra as *mut c_void, &mut st) };
-                if rc != 0 {
-                    err = Some(Error::new(
-                        ErrorClass::Other,
-                        format!("query_fn returned {rc}"),
-                    ));
-                }
+                // The query's status is the request's: a single completion
+                // leaves its MPI_ERROR alone, as for any other request.
+                st.internal[3] = 0;
+                err = callback_error(rc, "query_fn");
             }
             let rc = g.call_free();
-            if rc != 0 && err.is_none() {
-                err = Some(Error::new(
-                    ErrorClass::Other,
-                    format!("free_fn returned {rc}"),
-                ));
+            if err.is_none() {
+                err = callback_error(rc, "free_fn");
             }
             Ok(((st, err), None))
         }
     }
+}
+
+/// The error a generalized request's callback `what` returned (`None`
+/// for `MPI_SUCCESS`): the completion call returns it, as the standard
+/// says, so its class is the code's (an error code is its class here); a
+/// code that is no class is `MPI_ERR_OTHER`.
+fn callback_error(rc: c_int, what: &str) -> Option<Error> {
+    (rc != 0).then(|| {
+        Error::new(
+            ErrorClass::from_code(rc).unwrap_or(ErrorClass::Other),
+            format!("{what} returned {rc}"),
+        )
+    })
 }
 
 /// Completes handle `*req` if it can (`block`: waits): the outcome, and

@@ -343,10 +343,17 @@ pub struct PairReq {
     pub keep: Vec<u8>,
 }
 
-/// A datatype handle's object.
+/// A datatype handle's object. Reference counted, as MPICH's datatypes
+/// are: the program holds one reference for the handle a constructor (or
+/// `MPI_Type_dup`) gave it and one for each time `MPI_Type_get_contents`
+/// returned the handle; every type whose constructor took it as an
+/// argument holds one (its `contents.types`). `MPI_Type_free` drops one;
+/// the handle goes when the last one does (`crate::types::release_type`).
 pub struct TypeObj {
     /// The datatype.
     pub dt: UserDatatype,
+    /// References to this handle (at least 1 while it is in the table).
+    pub refs: usize,
     /// Whether `MPI_Type_commit` was called.
     pub committed: bool,
     /// The constructor and its arguments (`MPI_Type_get_envelope`).

@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use oxmpi::{ErrorClass, UserDatatype};
 use oxmpi_datatype::{Datatype, Pair, Primitive};
 
-use crate::state::{lock, state, TypeObj};
+use crate::state::{lock, state, Table, TypeObj};
 
 fn prim(p: Primitive) -> UserDatatype {
     UserDatatype::from_raw(Datatype::predefined(p))
@@ -104,6 +104,11 @@ pub enum Num {
     /// A (value, int index) pair for MINLOC/MAXLOC: value kind, offset of
     /// the index, extent.
     Pair(&'static Num, usize, usize),
+    /// `long double`: the x87 80-bit format in 16 bytes (x86-64 only).
+    F80,
+    /// A complex number: the real part, then the imaginary part, each of
+    /// this kind (`F32`, `F64` or `F80`).
+    Complex(&'static Num),
 }
 
 impl Num {
@@ -114,13 +119,16 @@ impl Num {
             Num::F32 => 4,
             Num::F64 => 8,
             Num::Pair(_, _, ext) => ext,
+            Num::F80 => 16,
+            Num::Complex(part) => 2 * part.size(),
         }
     }
 }
 
 /// The element size of predefined handle `h` when its elements are plain
 /// contiguous bytes (every numeric, character and byte type; not the
-/// padded pair types).
+/// padded pair types, nor `long double` and the complex types, which take
+/// the general path as they always did).
 #[inline]
 pub fn contiguous_size(h: usize) -> Option<usize> {
     // A table over the predefined datatype handles (every call with a
@@ -131,7 +139,7 @@ pub fn contiguous_size(h: usize) -> Option<usize> {
         let mut i = 0;
         while i < t.len() {
             t[i] = match num_kind(FIRST + i) {
-                Some(Num::Pair(..)) | None => 0,
+                Some(Num::Pair(..) | Num::F80 | Num::Complex(_)) | None => 0,
                 Some(k) => k.size() as u8,
             };
             i += 1;
@@ -151,6 +159,8 @@ pub const fn num_kind(h: usize) -> Option<Num> {
     static I8: Num = Num::I(8);
     static F4: Num = Num::F32;
     static F8: Num = Num::F64;
+    #[cfg(target_arch = "x86_64")]
+    static F10: Num = Num::F80;
     Some(match h {
         0x201..=0x203 | 0x20a | 0x20b | 0x258 | 0x2d8 | 0x2d9 => Num::I(8),
         0x208 | 0x248 | 0x2c8 | 0x2c9 => Num::I(2),
@@ -168,6 +178,16 @@ pub const fn num_kind(h: usize) -> Option<Num> {
         0x22a => Num::Pair(&I8, 8, 16),
         0x22b | 0x232 => Num::Pair(&I4, 4, 8),
         0x22c => Num::Pair(&I2, 4, 8),
+        // MPI_C_FLOAT_COMPLEX, MPI_CXX_FLOAT_COMPLEX, MPI_COMPLEX,
+        // MPI_COMPLEX8; the double ones; the long double ones.
+        0x212 | 0x213 | 0x21b | 0x2db => Num::Complex(&F4),
+        0x216 | 0x217 | 0x21d | 0x2e3 => Num::Complex(&F8),
+        #[cfg(target_arch = "x86_64")]
+        0x220 => Num::F80,
+        #[cfg(target_arch = "x86_64")]
+        0x224 | 0x225 => Num::Complex(&F10),
+        #[cfg(target_arch = "x86_64")]
+        0x22d => Num::Pair(&F10, 16, 32),
         _ => return None,
     })
 }
@@ -181,18 +201,78 @@ pub fn new_type(dt: UserDatatype) -> Result<usize, oxmpi::Error> {
 }
 
 /// Stores a new (uncommitted, unnamed) user datatype built by the
-/// constructor `contents` describes; returns its handle.
+/// constructor `contents` describes; returns its handle. The new type
+/// holds a reference to each derived type among the constructor's
+/// arguments (see [`TypeObj`]).
 pub fn new_type_with(
     dt: UserDatatype,
     contents: crate::dtype::Contents,
 ) -> Result<usize, oxmpi::Error> {
     let s = state()?;
-    Ok(lock(&s.types).insert(TypeObj {
+    insert_type(&mut lock(&s.types), dt, contents)
+}
+
+/// [`new_type_with`] on the table itself: fails with `MPI_ERR_TYPE`, and
+/// stores nothing, if a derived argument type is not in the table.
+fn insert_type(
+    g: &mut Table<TypeObj>,
+    dt: UserDatatype,
+    contents: crate::dtype::Contents,
+) -> Result<usize, oxmpi::Error> {
+    let derived = || contents.types.iter().filter(|&&h| predefined(h).is_none());
+    if let Some(&h) = derived().find(|&&h| g.get(h).is_none()) {
+        return Err(oxmpi::Error::new(
+            ErrorClass::Type,
+            format!("invalid datatype handle {h:#x}"),
+        ));
+    }
+    for &h in derived() {
+        g.get_mut(h).expect("checked above").refs += 1;
+    }
+    Ok(g.insert(TypeObj {
         dt,
+        refs: 1,
         committed: false,
         contents,
         name: String::new(),
     }))
+}
+
+/// Takes one more reference to each derived type among `hs` (which must
+/// all be in the table: held by a type that holds them).
+pub fn retain_types(g: &mut Table<TypeObj>, hs: &[usize]) {
+    for &h in hs {
+        if let Some(t) = g.get_mut(h) {
+            t.refs += 1;
+        }
+    }
+}
+
+/// Drops one reference to user datatype `h` (`MPI_Type_free`); the last
+/// one removes it from the table and drops its own references to the
+/// types its constructor took, and so on down (a loop, not a recursion: a
+/// chain of a million dups is freed in constant stack). `None` if `h` is
+/// not in the table.
+pub fn release_type(g: &mut Table<TypeObj>, h: usize) -> Option<()> {
+    g.get(h)?;
+    let mut todo = vec![h];
+    while let Some(h) = todo.pop() {
+        let Some(t) = g.get_mut(h) else {
+            continue;
+        };
+        t.refs -= 1;
+        if t.refs == 0 {
+            let t = g.remove(h).expect("present");
+            todo.extend(
+                t.contents
+                    .types
+                    .iter()
+                    .copied()
+                    .filter(|&a| predefined(a).is_none()),
+            );
+        }
+    }
+    Some(())
 }
 
 /// A datatype argument for a constructor (committed or not).
@@ -214,13 +294,85 @@ pub fn count(n: c_int) -> Result<usize, oxmpi::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{contiguous_size, num_kind, Num};
+    use super::{contiguous_size, insert_type, num_kind, release_type, retain_types, Num};
+    use crate::dtype::{Contents, COMBINER_DUP, COMBINER_STRUCT};
+    use crate::state::{Table, TypeObj};
+    use oxmpi::UserDatatype;
+    use oxmpi_datatype::Datatype;
+
+    const INT: usize = 0x209;
+
+    fn byte() -> UserDatatype {
+        UserDatatype::from_raw(Datatype::byte())
+    }
+
+    fn made_of(combiner: std::ffi::c_int, types: &[usize]) -> Contents {
+        let mut c = Contents::new(combiner);
+        c.types.extend_from_slice(types);
+        c
+    }
+
+    fn refs(g: &Table<TypeObj>, h: usize) -> Option<usize> {
+        g.get(h).map(|t| t.refs)
+    }
+
+    /// A type holds its derived arguments: freeing them first only drops
+    /// the program's reference; the last reference frees the whole chain.
+    #[test]
+    fn types_are_reference_counted() {
+        let mut g = Table::new();
+        let a = insert_type(&mut g, byte(), made_of(COMBINER_DUP, &[INT])).unwrap();
+        let b = insert_type(&mut g, byte(), made_of(COMBINER_DUP, &[a])).unwrap();
+        // A struct naming `a` twice and `b` once.
+        let s = insert_type(&mut g, byte(), made_of(COMBINER_STRUCT, &[a, INT, b, a])).unwrap();
+        assert_eq!(
+            (refs(&g, a), refs(&g, b), refs(&g, s)),
+            (Some(4), Some(2), Some(1))
+        );
+        // Contents given out twice, freed once by the program.
+        retain_types(&mut g, &[b]);
+        retain_types(&mut g, &[b]);
+        release_type(&mut g, b).unwrap();
+        assert_eq!(refs(&g, b), Some(3));
+        // The program frees its own handles: the struct keeps them alive.
+        release_type(&mut g, a).unwrap();
+        release_type(&mut g, b).unwrap();
+        assert_eq!((refs(&g, a), refs(&g, b)), (Some(3), Some(2)));
+        release_type(&mut g, s).unwrap();
+        assert_eq!(
+            (refs(&g, s), refs(&g, a), refs(&g, b)),
+            (None, Some(1), Some(1))
+        );
+        // The last reference to `b` takes `a` with it.
+        release_type(&mut g, b).unwrap();
+        assert_eq!((refs(&g, a), refs(&g, b)), (None, None));
+        assert!(release_type(&mut g, a).is_none(), "gone");
+        // A handle not in the table is refused, and nothing is stored.
+        assert!(insert_type(&mut g, byte(), made_of(COMBINER_DUP, &[a])).is_err());
+        assert!(g.get(crate::state::USER_BASE).is_none());
+    }
+
+    /// A long chain of dups is freed without recursion.
+    #[test]
+    fn a_long_chain_is_freed_in_a_loop() {
+        let mut g = Table::new();
+        let first = insert_type(&mut g, byte(), made_of(COMBINER_DUP, &[INT])).unwrap();
+        let mut last = first;
+        for _ in 0..200_000 {
+            let next = insert_type(&mut g, byte(), made_of(COMBINER_DUP, &[last])).unwrap();
+            release_type(&mut g, last).unwrap();
+            last = next;
+        }
+        assert_eq!(refs(&g, first), Some(1));
+        release_type(&mut g, last).unwrap();
+        assert!(g.get(first).is_none());
+    }
 
     #[test]
     fn the_size_table_agrees_with_the_kinds() {
         for h in 0..0x1000usize {
             let want = match num_kind(h) {
-                Some(Num::Pair(..)) | None => None,
+                Some(Num::Pair(..) | Num::F80 | Num::Complex(_)) | None => None,
                 Some(k) => Some(k.size()),
             };
             assert_eq!(contiguous_size(h), want, "handle {h:#x}");

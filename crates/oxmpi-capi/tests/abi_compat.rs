@@ -157,3 +157,127 @@ fn mpich_abi_binaries_run_on_oxmpi() {
         }
     }
 }
+
+/// The prototypes of a header: `(name, line)` of every `MPI_` and `PMPI_`
+/// function it declares (MPICH's `MPIX_` extensions left out), the line
+/// without a trailing comment.
+fn prototypes(header: &str) -> std::collections::BTreeMap<String, String> {
+    header
+        .lines()
+        .filter(|l| ["int ", "double ", "MPI_"].iter().any(|p| l.starts_with(p)))
+        .filter_map(|l| {
+            let name = l[..l.find('(')?].split_whitespace().last()?;
+            let line = l[..=l.rfind(';')?].to_string();
+            (name.starts_with("MPI_") || name.starts_with("PMPI_"))
+                .then(|| (name.to_string(), line))
+        })
+        .collect()
+}
+
+/// `mpi.h` declares the whole standard ABI: exactly the `MPI_` and `PMPI_`
+/// functions of MPICH 5's `mpi_abi.h` (`MPI_T_` ones included, MPICH's
+/// `MPIX_` extensions not), implemented or not, each with a signature
+/// compatible with MPICH's: a C file that includes one header and declares
+/// again every prototype of the other compiles without a conflict, both
+/// ways round.
+#[test]
+fn header_declares_every_standard_function_as_mpich_does() {
+    let Some(m) = mpich() else { return };
+    let mpich_h = std::fs::read_to_string(m.join("include/mpi_abi.h")).unwrap();
+    let ours_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    let ours_h = std::fs::read_to_string(ours_dir.join("mpi.h")).unwrap();
+    let (theirs, ours) = (prototypes(&mpich_h), prototypes(&ours_h));
+    assert!(
+        theirs.len() > 1200,
+        "{} prototypes in mpi_abi.h",
+        theirs.len()
+    );
+    let missing: Vec<&String> = theirs.keys().filter(|f| !ours.contains_key(*f)).collect();
+    let extra: Vec<&String> = ours.keys().filter(|f| !theirs.contains_key(*f)).collect();
+    assert!(missing.is_empty(), "not declared in mpi.h: {missing:?}");
+    assert!(
+        extra.is_empty(),
+        "declared in mpi.h, not in MPICH's: {extra:?}"
+    );
+    for (include, dir, other) in [
+        ("mpi.h", ours_dir.clone(), &theirs),
+        ("mpi_abi.h", m.join("include"), &ours),
+    ] {
+        let mut c = format!("#include <{include}>\n");
+        for line in other.values() {
+            c.push_str(line);
+            c.push('\n');
+        }
+        let src = tmp(&format!("redeclare_{include}.c"));
+        std::fs::write(&src, c).unwrap();
+        ok(
+            Command::new("cc")
+                .args([
+                    "-std=c11",
+                    "-fsyntax-only",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                    "-I",
+                ])
+                .arg(&dir)
+                .arg(&src)
+                .output()
+                .unwrap(),
+            &format!("the other header's prototypes declared again after {include}"),
+        );
+    }
+}
+
+/// The constants of a header: every `#define MPI_X value` and every enum
+/// member `MPI_X = value` (names with `MPIX_` left out), by name, with
+/// their value's text (spaces and trailing commas and comments dropped).
+fn constants(header: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for l in header.lines() {
+        let l = l.split("/*").next().unwrap_or("").trim();
+        let (name, value) = if let Some(d) = l.strip_prefix("#define ") {
+            let mut w = d.splitn(2, char::is_whitespace);
+            (w.next().unwrap_or(""), w.next().unwrap_or(""))
+        } else if let Some((n, v)) = l.split_once('=') {
+            (n.trim(), v)
+        } else {
+            continue;
+        };
+        if name.starts_with("MPI_") && !name.contains('(') {
+            let v: String = value
+                .trim_end_matches(',')
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            out.insert(name.to_string(), v);
+        }
+    }
+    out
+}
+
+/// Every constant of MPICH 5's `mpi_abi.h` (handles, error classes,
+/// modes, combiners, `MPI_T_` enumerations, special pointers, limits) is in
+/// `mpi.h` with the same value, and `mpi.h` has none MPICH lacks.
+#[test]
+fn header_has_every_constant_of_mpich() {
+    let Some(m) = mpich() else { return };
+    let theirs = constants(&std::fs::read_to_string(m.join("include/mpi_abi.h")).unwrap());
+    let ours = constants(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/mpi.h"))
+            .unwrap(),
+    );
+    assert!(
+        theirs.len() > 300,
+        "{} constants in mpi_abi.h",
+        theirs.len()
+    );
+    let differ: Vec<String> = theirs
+        .iter()
+        .filter(|(k, v)| ours.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: MPICH {v}, ours {:?}", ours.get(k)))
+        .collect();
+    assert!(differ.is_empty(), "{differ:#?}");
+    let extra: Vec<&String> = ours.keys().filter(|k| !theirs.contains_key(*k)).collect();
+    assert!(extra.is_empty(), "only in mpi.h: {extra:?}");
+}

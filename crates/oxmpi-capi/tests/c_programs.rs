@@ -129,6 +129,144 @@ fn library_has_the_standard_soname_and_both_symbol_names() {
     assert!(install().join("lib/libmpi.so").exists());
 }
 
+/// The functions a header declares (`int MPI_Send(...);` and the like,
+/// `MPI_` and `PMPI_` names).
+fn declared_functions(header: &str) -> std::collections::BTreeSet<String> {
+    header
+        .lines()
+        .filter(|l| ["int ", "double ", "MPI_"].iter().any(|p| l.starts_with(p)))
+        .filter_map(|l| {
+            let name = l[..l.find('(')?].split_whitespace().last()?;
+            (name.starts_with("MPI_") || name.starts_with("PMPI_")).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// The C functions the crate's source defines: the `MPI_X / PMPI_X` pairs
+/// of its `entry!` and `conversions!` invocations, and its explicit
+/// `extern "C" fn MPI_X` definitions.
+fn implemented_functions() -> std::collections::BTreeSet<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = std::collections::BTreeSet::new();
+    for e in std::fs::read_dir(src).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        // Identifiers, and every other non-space character on its own.
+        let mut toks: Vec<String> = Vec::new();
+        let mut cur = String::new();
+        for c in text.chars() {
+            if c.is_alphanumeric() || c == '_' {
+                cur.push(c);
+                continue;
+            }
+            if !cur.is_empty() {
+                toks.push(std::mem::take(&mut cur));
+            }
+            if !c.is_whitespace() {
+                toks.push(c.to_string());
+            }
+        }
+        let is_fn = |t: &str| t.starts_with("MPI_") || t.starts_with("PMPI_");
+        for w in toks.windows(3) {
+            if w[0].starts_with("MPI_") && w[1] == "/" && w[2] == format!("P{}", w[0]) {
+                out.insert(w[0].clone());
+                out.insert(w[2].clone());
+            }
+        }
+        for w in toks.windows(6) {
+            if w[0] == "extern"
+                && w[1] == "\""
+                && w[2] == "C"
+                && w[3] == "\""
+                && w[4] == "fn"
+                && is_fn(&w[5])
+            {
+                out.insert(w[5].clone());
+            }
+        }
+    }
+    out
+}
+
+/// The library exports exactly the functions its source implements, each
+/// under its `MPI_` and its `PMPI_` name, and nothing else; `mpi.h`
+/// declares every one of them (it declares the whole standard ABI,
+/// implemented or not: `abi_compat.rs` checks that against MPICH).
+#[test]
+fn library_exports_what_it_implements_and_the_header_declares_it() {
+    let lib = install().join("lib/libmpi_abi.so.1");
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .expect("run nm");
+    assert!(out.status.success());
+    let nm = String::from_utf8_lossy(&out.stdout);
+    let functions: Vec<&str> = nm
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().rev();
+            let (name, kind) = (f.next()?, f.next()?);
+            (kind == "T").then_some(name)
+        })
+        .collect();
+    let stray: Vec<&&str> = functions
+        .iter()
+        .filter(|f| !f.starts_with("MPI_") && !f.starts_with("PMPI_"))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "exported besides MPI functions: {stray:?}"
+    );
+    let exported: std::collections::BTreeSet<String> =
+        functions.iter().map(|f| f.to_string()).collect();
+    let implemented = implemented_functions();
+    assert!(implemented.len() > 400, "{}", implemented.len());
+    assert_eq!(
+        exported, implemented,
+        "the exports differ from the functions the source defines"
+    );
+    for f in exported.iter().filter(|f| f.starts_with("MPI_")) {
+        assert!(exported.contains(&format!("P{f}")), "{f} without P{f}");
+    }
+    for f in exported.iter().filter(|f| f.starts_with("PMPI_")) {
+        assert!(exported.contains(&f[1..]), "{f} without {}", &f[1..]);
+    }
+    let header =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/mpi.h"))
+            .unwrap();
+    let declared = declared_functions(&header);
+    let undeclared: Vec<&String> = exported.difference(&declared).collect();
+    assert!(
+        undeclared.is_empty(),
+        "exported, not in mpi.h: {undeclared:?}"
+    );
+    assert!(
+        declared.len() > exported.len(),
+        "mpi.h declares only what the library exports ({})",
+        declared.len()
+    );
+}
+
+/// Every program of the C suite compiles against `mpi.h` alone, with no
+/// implicit declaration (`make check-header`).
+#[test]
+fn c_test_suite_compiles_against_the_header() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let out = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(&dir)
+        .arg("check-header")
+        .output()
+        .expect("run make");
+    assert!(
+        out.status.success(),
+        "make check-header: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn mpicc_shows_its_command() {
     let out = Command::new(install().join("bin/mpicc"))

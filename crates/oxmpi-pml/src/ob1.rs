@@ -404,6 +404,25 @@ struct Req {
 }
 
 impl Req {
+    /// Whether this active request can only complete once a matching call
+    /// is made that may never be: a receive nothing matched, or a
+    /// rendezvous or synchronous send whose first fragment went out and
+    /// which no answer of its receiver has reached yet (see
+    /// [`Ob1::finalize_waits_for`]). A cancel on its way is waited for.
+    fn waits_for_a_match(&self) -> bool {
+        match &self.kind {
+            Kind::Recv(rr) => !rr.matched,
+            Kind::Send(s) => {
+                s.first_done
+                    && s.need_ack
+                    && !s.acked
+                    && !s.fin
+                    && !s.split
+                    && s.cancel != CancelState::Sent
+            }
+        }
+    }
+
     fn send(&self) -> Option<&SendReq> {
         match &self.kind {
             Kind::Send(s) => Some(s),
@@ -2816,16 +2835,57 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     && !s.split
                     && s.cancel != CancelState::Sent
                 {
-                    if s.first_sent {
+                    if !s.first_sent {
+                        s.cancel = CancelState::Wanted;
+                    } else if s.peer == self.st.me {
+                        self.cancel_to_self(r);
+                    } else {
                         self.st.send_cancel(r);
                         self.run_actions();
-                    } else {
-                        s.cancel = CancelState::Wanted;
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// The cancel of a rendezvous this process sent to itself, decided
+    /// inside `MPI_Cancel` (as MPICH does): what the self BTL holds goes to
+    /// matching first, then the rendezvous is taken out of the unexpected
+    /// messages if nothing matched it, and the send completes cancelled.
+    /// Through a CANCEL to itself instead, the message was gone at once
+    /// (the CANCEL arrived with the next progress) while the request showed
+    /// neither complete nor cancelled until the CANCEL_ACK that followed: a
+    /// program that checked once, found it not cancelled and received the
+    /// message waited for ever. If the rendezvous was not found (matched,
+    /// or not delivered yet) the CANCEL goes as to any peer, and its answer
+    /// decides.
+    #[cold]
+    fn cancel_to_self(&mut self, r: ReqRef) {
+        self.progress();
+        let Some(Req {
+            done: false,
+            kind: Kind::Send(s),
+            ..
+        }) = self.st.reqs.get(r)
+        else {
+            return;
+        };
+        if s.cancel == CancelState::Sent {
+            return;
+        }
+        let (ctx, seq, tag) = (s.ctx, s.seq, s.tag);
+        let me = self.st.me;
+        let src = self.st.comms[usize::from(ctx)].as_ref().map_or(0, |c| c.me);
+        if self.st.drop_unmatched_rndv(me, r, ctx, seq, src, tag) {
+            if let Some(q) = self.st.reqs.get_mut(r) {
+                q.status.cancelled = true;
+            }
+            self.st.check_send_done(r);
+        } else {
+            self.st.send_cancel(r);
+            self.run_actions();
+        }
     }
 
     /// `MPI_Iprobe`: a status for the earliest matching unexpected message.
@@ -2963,6 +3023,29 @@ impl<B: ?Sized + Btl> Ob1<B> {
             .slots
             .iter()
             .filter(|s| s.req.as_ref().is_some_and(|q| q.active && !q.done))
+            .count()
+    }
+
+    /// The active requests (freed ones included) that `MPI_Finalize` still
+    /// waits for: every one but those that wait for a matching call that
+    /// may never come, a posted receive nothing matched and a rendezvous or
+    /// synchronous send whose receiver has not answered (nothing matched
+    /// it there, as far as this process knows). Those are abandoned at
+    /// finalize, as MPICH abandons them: waiting for them hung the program
+    /// for ever. Once every process has got this far (finalize's barrier),
+    /// no process can post a receive any more, and every message a peer
+    /// matched before has been answered: the peer waits here for its
+    /// matched receives, whose data only we can send.
+    pub fn finalize_waits_for(&self) -> usize {
+        self.st
+            .reqs
+            .slots
+            .iter()
+            .filter(|s| {
+                s.req
+                    .as_ref()
+                    .is_some_and(|q| q.active && !q.done && !q.waits_for_a_match())
+            })
             .count()
     }
 
@@ -3406,6 +3489,47 @@ impl State {
             }
         }
         v
+    }
+
+    /// The receiving side of a CANCEL: takes the rendezvous of `peer`'s
+    /// send request `send_req` (round `seq`, rank `src` of `ctx`, `tag`)
+    /// out of the unexpected messages if it is still there, unmatched;
+    /// whether it was (the CANCEL_ACK's answer).
+    fn drop_unmatched_rndv(
+        &mut self,
+        peer: u32,
+        send_req: ReqRef,
+        ctx: u16,
+        seq: u16,
+        src: u32,
+        tag: i32,
+    ) -> bool {
+        // Only this sender's rendezvous for that request, and only while
+        // it waits unmatched.
+        let unexp = &self.unexp;
+        let taken = self
+            .engine
+            .take_unexpected(u32::from(ctx), src, tag, |&slot| {
+                matches!(
+                    unexp.get(slot as usize),
+                    Some(Some(UnexpMsg {
+                        kind: UnexpKind::Rndv { hdr, .. },
+                        peer: p,
+                        ..
+                    })) if *p == peer && hdr.send_req == send_req && hdr.m.seq == seq
+                )
+            });
+        match taken.and_then(|h| self.free_unexp(h.msg)) {
+            Some(m) => {
+                self.return_credit(m.peer, m.credit);
+                let mut d = m.data;
+                d.clear();
+                self.spare.push(d);
+                self.counters.sends_cancelled += 1;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Sends the CANCEL of send request `r` (its rendezvous has left).
@@ -4163,32 +4287,7 @@ impl BtlSink for Sink<'_> {
                 let Some(peer) = st.peer_by_ep(self.btl, ep) else {
                     return;
                 };
-                // Only this sender's rendezvous for that request, and only
-                // while it waits unmatched.
-                let unexp = &st.unexp;
-                let taken = st
-                    .engine
-                    .take_unexpected(u32::from(ctx), src, tag, |&slot| {
-                        matches!(
-                            unexp.get(slot as usize),
-                            Some(Some(UnexpMsg {
-                                kind: UnexpKind::Rndv { hdr, .. },
-                                peer: p,
-                                ..
-                            })) if *p == peer && hdr.send_req == send_req && hdr.m.seq == seq
-                        )
-                    });
-                let cancelled = match taken.and_then(|h| st.free_unexp(h.msg)) {
-                    Some(m) => {
-                        st.return_credit(m.peer, m.credit);
-                        let mut d = m.data;
-                        d.clear();
-                        st.spare.push(d);
-                        st.counters.sends_cancelled += 1;
-                        true
-                    }
-                    None => false,
-                };
+                let cancelled = st.drop_unmatched_rndv(peer, send_req, ctx, seq, src, tag);
                 st.actions.push_back(Action::Ctl {
                     peer,
                     hdr: Hdr::CancelAck {

@@ -2482,6 +2482,127 @@ fn cancel_of_a_matched_or_eager_send_does_not_cancel_it() {
     assert_eq!(w.ranks[1].counters().sends_cancelled, 0);
 }
 
+/// A synchronous or rendezvous send to oneself that nothing matched is
+/// cancelled inside `cancel` (as MPICH does): the request is complete and
+/// cancelled at once, and the message is gone. Through a CANCEL to itself
+/// the message vanished with the next progress while the request showed
+/// neither complete nor cancelled, and a program that then received it
+/// waited for ever (mpi4py `testProbeCancel`).
+#[test]
+fn cancel_of_an_unmatched_send_to_oneself_is_decided_at_once() {
+    let mut w = world(2);
+    for (len, mode) in [
+        (0, SendMode::Synchronous),
+        (64, SendMode::Synchronous),
+        (300 * 1024, SendMode::Synchronous),
+        (300 * 1024, SendMode::Standard),
+    ] {
+        let mut src = Mem::pattern(len, 7);
+        let s = w.ranks[1].isend(src.buf(), 1, 3, CTX, mode).unwrap();
+        let seen = w.ranks[1].iprobe(Source::Any, Tag::Any, CTX).unwrap();
+        assert_eq!(seen.map(|st| (st.source, st.bytes)), Some((1, len)));
+        w.ranks[1].cancel(s).unwrap();
+        assert!(
+            w.ranks[1].is_complete(s).unwrap(),
+            "{len} {mode:?}: complete inside cancel"
+        );
+        let st = w.ranks[1].test(s).unwrap().expect("complete");
+        assert!(st.cancelled, "{len} {mode:?}: {st:?}");
+        assert!(
+            w.ranks[1]
+                .iprobe(Source::Any, Tag::Any, CTX)
+                .unwrap()
+                .is_none(),
+            "{len} {mode:?}: the cancelled message is still there"
+        );
+        // The next message with the same envelope arrives whole.
+        let mut next = Mem::pattern(40, 8);
+        let s2 = w.ranks[1]
+            .isend(next.buf(), 1, 3, CTX, SendMode::Standard)
+            .unwrap();
+        let mut dst = Mem::zeros(40);
+        let rs = w.recv(1, dst.buf(), Source::Rank(1), Tag::Value(3));
+        w.wait(1, s2);
+        assert_eq!((rs.bytes, &dst.0), (40, &next.0));
+    }
+    // Matched before the cancel: the send completes, not cancelled.
+    let mut src = Mem::pattern(100, 9);
+    let mut dst = Mem::zeros(100);
+    let r = w.ranks[0]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(4), CTX)
+        .unwrap();
+    let s = w.ranks[0]
+        .isend(src.buf(), 0, 4, CTX, SendMode::Synchronous)
+        .unwrap();
+    w.ranks[0].cancel(s).unwrap();
+    assert!(!w.wait(0, s).cancelled);
+    assert!(!w.wait(0, r).cancelled);
+    assert_eq!(src.0, dst.0);
+    assert_eq!(w.ranks[0].counters().sends_cancelled, 0);
+    assert_eq!(w.ranks[1].counters().sends_cancelled, 4);
+}
+
+/// What `MPI_Finalize` waits for: not a receive nothing matched, nor a
+/// rendezvous or synchronous send its receiver has not answered (those may
+/// never complete: finalize abandons them), but every request that can
+/// still complete: a send not yet out, a rendezvous the receiver matched
+/// (its data still to move), a receive that matched.
+#[test]
+fn finalize_waits_only_for_requests_that_can_complete() {
+    let mut w = world(2);
+    let len = 300 * 1024;
+    let mut never = Mem::zeros(64);
+    let r = w.ranks[1]
+        .irecv(never.buf(), Source::Rank(0), Tag::Value(50), CTX)
+        .unwrap();
+    assert_eq!(w.ranks[1].active_requests(), 1);
+    assert_eq!(w.ranks[1].finalize_waits_for(), 0, "an unmatched receive");
+    // Synchronous and rendezvous sends nobody receives: waited for until
+    // their first fragment is out, then not.
+    let mut small = Mem::pattern(8, 1);
+    let mut big = Mem::pattern(len, 2);
+    let s1 = w.ranks[0]
+        .isend(small.buf(), 1, 51, CTX, SendMode::Synchronous)
+        .unwrap();
+    let s2 = w.ranks[0]
+        .isend(big.buf(), 1, 51, CTX, SendMode::Standard)
+        .unwrap();
+    w.run_until(|w| w.ranks[1].counters().unexpected == 2);
+    assert_eq!(w.ranks[0].active_requests(), 2);
+    assert_eq!(w.ranks[0].finalize_waits_for(), 0, "unanswered sends");
+    // Once the receiver matches the rendezvous, both sides wait for it.
+    let mut dst = Mem::zeros(len);
+    let mut dst_small = Mem::zeros(8);
+    let rs = w.ranks[1]
+        .irecv(dst_small.buf(), Source::Rank(0), Tag::Value(51), CTX)
+        .unwrap();
+    let rb = w.ranks[1]
+        .irecv(dst.buf(), Source::Rank(0), Tag::Value(51), CTX)
+        .unwrap();
+    assert!(w.ranks[1].finalize_waits_for() >= 1, "a matched rendezvous");
+    w.wait(1, rs);
+    w.wait(1, rb);
+    w.wait(0, s1);
+    w.wait(0, s2);
+    assert_eq!(dst.0, big.0);
+    assert_eq!(
+        (
+            w.ranks[0].active_requests(),
+            w.ranks[0].finalize_waits_for()
+        ),
+        (0, 0)
+    );
+    assert_eq!(
+        (
+            w.ranks[1].active_requests(),
+            w.ranks[1].finalize_waits_for()
+        ),
+        (1, 0)
+    );
+    w.ranks[1].cancel(r).unwrap();
+    assert!(w.wait(1, r).cancelled);
+}
+
 #[test]
 fn cancel_of_a_send_still_queued_leaves_no_hole_in_the_sequence() {
     // Sends queued behind a full network: cancelling them must not leave

@@ -225,10 +225,33 @@ impl Runtime {
             return Ok(());
         }
         self.driver.stop();
-        // Requests the application freed while active still complete.
-        self.pml
-            .wait_until(|o| (o.active_requests() == 0 || o.any_dead_peer()).then_some(()));
-        let barrier = crate::collective::barrier_ctx(self, WORLD_CTX + 1, self.size, self.rank);
+        // Requests that can still complete do (those the application freed
+        // while active too); those that wait for a match that may never
+        // come (an unmatched receive, a rendezvous or synchronous send
+        // nobody received: `Ob1::finalize_waits_for`) are abandoned, as
+        // MPICH abandons them. A peer's matched receive waits here for our
+        // data, which we send while we wait in the barrier. Twice: a message
+        // that was on its way during the first round (a receive of ours,
+        // unmatched then, that it matches) is seen by the second round's
+        // first progress pass, and completes before the second barrier.
+        let settle = || {
+            self.pml.progress();
+            self.pml
+                .wait_until(|o| (o.finalize_waits_for() == 0 || o.any_dead_peer()).then_some(()));
+        };
+        settle();
+        let mut barrier = crate::collective::barrier_ctx(self, WORLD_CTX + 1, self.size, self.rank);
+        if barrier.is_ok() {
+            settle();
+            barrier = crate::collective::barrier_ctx(self, WORLD_CTX + 1, self.size, self.rank);
+        }
+        let abandoned = self.pml.with(|o| o.active_requests());
+        if abandoned > 0 {
+            tracing::debug!(
+                abandoned,
+                "MPI_Finalize: requests that wait for a matching call are abandoned"
+            );
+        }
         // Drain what the BTLs still hold (queued fragments, CREDIT messages),
         // bounded in time: a peer that died cannot take our data any more.
         let t0 = Instant::now();

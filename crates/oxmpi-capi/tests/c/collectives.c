@@ -17,6 +17,13 @@
  *    recvbuf NULL to Reduce. One larger (16411-int) SUM Allreduce.
  *  - MINLOC / MAXLOC with MPI_2INT and MPI_DOUBLE_INT (ties resolved to the
  *    lowest index), Allreduce and Reduce.
+ *  - MPI_LONG_DOUBLE with values apart by less than a double resolves:
+ *    SUM, PROD, MIN, MAX, and MAXLOC / MINLOC on MPI_LONG_DOUBLE_INT; PROD
+ *    of Gaussian integers as MPI_C_LONG_DOUBLE_COMPLEX, MPI_C_DOUBLE_COMPLEX
+ *    and MPI_C_FLOAT_COMPLEX, SUM as MPI_DOUBLE_COMPLEX, MPI_COMPLEX and
+ *    MPI_C_LONG_DOUBLE_COMPLEX (exact values); LAND on MPI_LONG_DOUBLE and
+ *    MAX on a complex type are MPI_ERR_OP. Op_commutative accepts
+ *    MPI_REPLACE and MPI_NO_OP (strict: both not commutative).
  *  - Gather, Scatter, Allgather, Alltoall, each plain and with MPI_IN_PLACE
  *    (at the root for Gather/Scatter).
  *  - Op_create: a non-commutative user op (2x2 matrix product mod 65521 on a
@@ -485,6 +492,130 @@ static void barrier_waits(void)
     CHECK(all_ok, "another rank left the barrier before rank 0 arrived (3 attempts)");
 }
 
+/* long double beyond double's precision, and the complex types: every
+ * value below is exact in its type, so any order of the reduction gives
+ * the same bits */
+struct lcx {
+    long double re, im;
+};
+struct dcx {
+    double re, im;
+};
+struct fcx {
+    float re, im;
+};
+
+static long double lval(int r) /* 1 + r 2^-62: all 1 as doubles */
+{
+    return 1.0L + (long double)r * 0x1p-62L;
+}
+
+static void wide_and_complex(void)
+{
+    long double ld[3], rl[3], ex[3];
+    struct {
+        long double v;
+        int i;
+    } li, rli;
+    struct lcx lc, rlc, elc;
+    struct dcx dc[2], rdc[2], edc;
+    struct fcx fc[2], rfc[2], efc;
+    int r, rc, cls, commute = -1;
+
+    /* SUM of 1 + r 2^-62, PROD of (1 + 2^-60) 2^(size-1), and of r + 1 */
+    ld[0] = lval(rank);
+    ld[1] = rank ? 2.0L : 1.0L + 0x1p-60L;
+    ld[2] = rank + 1;
+    MPI_CHECK(MPI_Allreduce(ld, rl, 1, MPI_LONG_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    for (ex[0] = 0, r = 0; r < size; r++)
+        ex[0] += lval(r);
+    CHECK(rl[0] == ex[0] && rl[0] != (long double)(double)rl[0],
+          "SUM MPI_LONG_DOUBLE = %.21Lg, expected %.21Lg", rl[0], ex[0]);
+    MPI_CHECK(MPI_Allreduce(ld + 1, rl + 1, 2, MPI_LONG_DOUBLE, MPI_PROD, MPI_COMM_WORLD));
+    ex[1] = 1.0L + 0x1p-60L;
+    for (ex[2] = 1, r = 1; r < size; r++) {
+        ex[1] *= 2;
+        ex[2] *= r + 1;
+    }
+    CHECK(rl[1] == ex[1] && rl[2] == ex[2], "PROD MPI_LONG_DOUBLE = %.21Lg %.21Lg, expected %.21Lg %.21Lg",
+          rl[1], rl[2], ex[1], ex[2]);
+    MPI_CHECK(MPI_Allreduce(ld, rl, 1, MPI_LONG_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    CHECK(rl[0] == lval(size - 1), "MAX MPI_LONG_DOUBLE = %.21Lg", rl[0]);
+    MPI_CHECK(MPI_Reduce(ld, rl, 1, MPI_LONG_DOUBLE, MPI_MIN, size - 1, MPI_COMM_WORLD));
+    if (rank == size - 1)
+        CHECK(rl[0] == lval(0), "MIN MPI_LONG_DOUBLE = %.21Lg", rl[0]);
+    /* MAXLOC: values tie in pairs of ranks; the lowest index wins */
+    li.v = lval(rank / 2);
+    li.i = rank;
+    MPI_CHECK(MPI_Allreduce(&li, &rli, 1, MPI_LONG_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    CHECK(rli.v == lval((size - 1) / 2) && rli.i == (size - 1) / 2 * 2,
+          "MAXLOC MPI_LONG_DOUBLE_INT = (%.21Lg, %d)", rli.v, rli.i);
+    MPI_CHECK(MPI_Allreduce(&li, &rli, 1, MPI_LONG_DOUBLE_INT, MPI_MINLOC, MPI_COMM_WORLD));
+    CHECK(rli.v == lval(0) && rli.i == 0, "MINLOC MPI_LONG_DOUBLE_INT = (%.21Lg, %d)", rli.v,
+          rli.i);
+
+    /* complex: (1 + r % 2) + (r % 3 - 1) i, products of Gaussian integers */
+    lc.re = 1 + rank % 2;
+    lc.im = rank % 3 - 1;
+    elc.re = 1;
+    elc.im = 0;
+    for (r = 0; r < size; r++) {
+        long double re = 1 + r % 2, im = r % 3 - 1, t = elc.re * re - elc.im * im;
+        elc.im = elc.re * im + elc.im * re;
+        elc.re = t;
+    }
+    MPI_CHECK(MPI_Allreduce(&lc, &rlc, 1, MPI_C_LONG_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD));
+    CHECK(rlc.re == elc.re && rlc.im == elc.im, "PROD MPI_C_LONG_DOUBLE_COMPLEX = %Lg%+Lgi, expected %Lg%+Lgi",
+          rlc.re, rlc.im, elc.re, elc.im);
+    for (r = 0; r < 2; r++) {
+        dc[r].re = 1 + rank % 2;
+        dc[r].im = rank % 3 - 1;
+        fc[r].re = 1 + rank % 2;
+        fc[r].im = rank % 3 - 1;
+    }
+    MPI_CHECK(MPI_Allreduce(dc, rdc, 2, MPI_C_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(fc, rfc, 2, MPI_C_FLOAT_COMPLEX, MPI_PROD, MPI_COMM_WORLD));
+    for (r = 0; r < 2; r++)
+        CHECK(rdc[r].re == (double)elc.re && rdc[r].im == (double)elc.im &&
+                  rfc[r].re == (float)elc.re && rfc[r].im == (float)elc.im,
+              "PROD MPI_C_DOUBLE_COMPLEX / MPI_C_FLOAT_COMPLEX [%d] = %g%+gi / %g%+gi", r,
+              rdc[r].re, rdc[r].im, (double)rfc[r].re, (double)rfc[r].im);
+    edc.re = edc.im = 0;
+    for (r = 0; r < size; r++) {
+        edc.re += 1 + r % 2;
+        edc.im += r % 3 - 1;
+    }
+    efc.re = (float)edc.re;
+    efc.im = (float)edc.im;
+    MPI_CHECK(MPI_Allreduce(dc, rdc, 1, MPI_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Reduce(fc, rfc, 1, MPI_COMPLEX, MPI_SUM, 0, MPI_COMM_WORLD));
+    CHECK(rdc[0].re == edc.re && rdc[0].im == edc.im, "SUM MPI_DOUBLE_COMPLEX = %g%+gi",
+          rdc[0].re, rdc[0].im);
+    if (rank == 0)
+        CHECK(rfc[0].re == efc.re && rfc[0].im == efc.im, "SUM MPI_COMPLEX = %g%+gi",
+              (double)rfc[0].re, (double)rfc[0].im);
+    MPI_CHECK(MPI_Allreduce(&lc, &rlc, 1, MPI_C_LONG_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(rlc.re == edc.re && rlc.im == edc.im, "SUM MPI_C_LONG_DOUBLE_COMPLEX = %Lg%+Lgi",
+          rlc.re, rlc.im);
+
+    /* operations that do not apply to them */
+    rc = MPI_Allreduce(ld, rl, 1, MPI_LONG_DOUBLE, MPI_LAND, MPI_COMM_WORLD);
+    cls = check_class(rc);
+    CHECK(cls == MPI_ERR_OP, "LAND on MPI_LONG_DOUBLE: class %d", cls);
+    rc = MPI_Allreduce(dc, rdc, 1, MPI_C_DOUBLE_COMPLEX, MPI_MAX, MPI_COMM_WORLD);
+    cls = check_class(rc);
+    CHECK(cls == MPI_ERR_OP, "MAX on MPI_C_DOUBLE_COMPLEX: class %d", cls);
+
+    /* MPI_REPLACE and MPI_NO_OP are operations (strict: not commutative,
+     * as in MPICH; Open MPI says they are) */
+    MPI_CHECK(MPI_Op_commutative(MPI_REPLACE, &commute));
+    if (strict_mode())
+        CHECK(commute == 0, "Op_commutative(MPI_REPLACE) = %d", commute);
+    MPI_CHECK(MPI_Op_commutative(MPI_NO_OP, &commute));
+    if (strict_mode())
+        CHECK(commute == 0, "Op_commutative(MPI_NO_OP) = %d", commute);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -502,6 +633,7 @@ int main(int argc, char **argv)
     reduce_test_dbl();
     big_allreduce();
     loc_ops();
+    wide_and_complex();
     gathers();
     user_ops();
 

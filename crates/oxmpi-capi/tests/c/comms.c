@@ -14,7 +14,9 @@
  *    0: CONGRUENT; color MPI_UNDEFINED gives MPI_COMM_NULL; collective
  *    traffic (Allreduce) on the new communicators.
  *  - Comm_split_type(MPI_COMM_TYPE_SHARED): a valid communicator whose
- *    members are in WORLD order; MPI_UNDEFINED gives MPI_COMM_NULL.
+ *    members are in WORLD order; MPI_UNDEFINED gives MPI_COMM_NULL, and so
+ *    do MPI_COMM_TYPE_HW_GUIDED and (MPI 4.1) MPI_COMM_TYPE_RESOURCE_GUIDED
+ *    with MPI_INFO_NULL (no resource named).
  *  - Groups: Comm_group, Group_size/rank, incl (reordered), excl,
  *    range_incl (strided), translate_ranks (including MPI_PROC_NULL and
  *    ranks absent from the target group), Group_compare IDENT / SIMILAR /
@@ -182,6 +184,21 @@ static void splits(void)
     MPI_CHECK(MPI_Comm_free(&c));
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_UNDEFINED, rank, MPI_INFO_NULL, &c));
     CHECK(c == MPI_COMM_NULL, "split_type(MPI_UNDEFINED) did not give MPI_COMM_NULL");
+#if MPI_VERSION >= 4
+    /* guided splits without their info key (mpi_hw_resource_type,
+     * mpi_pset_name): MPI_COMM_NULL */
+    c = MPI_COMM_WORLD;
+    MPI_CHECK(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, rank, MPI_INFO_NULL, &c));
+    CHECK(c == MPI_COMM_NULL, "split_type(HW_GUIDED) without a key did not give MPI_COMM_NULL");
+#if MPI_VERSION >= 5 || (MPI_VERSION == 4 && MPI_SUBVERSION >= 1)
+    c = MPI_COMM_WORLD;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_RESOURCE_GUIDED, rank,
+                                  MPI_INFO_NULL, &c));
+    CHECK(c == MPI_COMM_NULL,
+          "split_type(RESOURCE_GUIDED) without a key did not give MPI_COMM_NULL");
+#endif
+#endif
 }
 
 static void groups(void)

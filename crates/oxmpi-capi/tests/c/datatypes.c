@@ -13,7 +13,12 @@
  * (empty), Type_set_name/get_name; Get_address/Aint_diff/Aint_add;
  * Pack_size/Pack/Unpack round trips (including a vector and a struct, and
  * MPI_PACKED messages); Type_free sets MPI_DATATYPE_NULL and a freed type
- * stays usable inside a type built from it.
+ * stays usable inside a type built from it. Type_get_contents gives a
+ * derived argument type back as a handle the program frees: decoding a dup
+ * of a dup reaches MPI_INT in two steps, and an argument type the program
+ * freed can still be got back (and freed) while a type built from it lives;
+ * strict mode: the handle is the argument's own (one more reference, as
+ * MPICH does), the same on every call.
  * Checks (communication, around the ring): a matrix column (vector type) is
  * received as contiguous doubles and contiguous doubles are received into a
  * column; two columns sent with a resized column type; a subarray sent and
@@ -250,6 +255,79 @@ static void constructors(void)
     }
 }
 
+/* The one datatype argument of `t` (a dup, contiguous or vector): a
+ * derived one is a handle the caller frees. */
+static MPI_Datatype only_argument(MPI_Datatype t)
+{
+    int ints[3];
+    MPI_Aint addrs[1];
+    MPI_Datatype arg = MPI_DATATYPE_NULL;
+    MPI_CHECK(MPI_Type_get_contents(t, 3, 1, 1, ints, addrs, &arg));
+    return arg;
+}
+
+static void contents_handles(void)
+{
+    MPI_Datatype t1, t2, cur, got, again, vec, outer;
+    int ni, na, nd, comb, steps = 0, s = -1;
+
+    MPI_CHECK(MPI_Type_dup(MPI_INT, &t1));
+    MPI_CHECK(MPI_Type_dup(t1, &t2));
+    /* decode t2 down to its named type, freeing each derived step */
+    cur = t2;
+    for (;;) {
+        MPI_Datatype next;
+        MPI_CHECK(MPI_Type_get_envelope(cur, &ni, &na, &nd, &comb));
+        if (comb == MPI_COMBINER_NAMED)
+            break;
+        CHECK(comb == MPI_COMBINER_DUP && ni == 0 && na == 0 && nd == 1,
+              "step %d: envelope %d/%d/%d combiner %d", steps, ni, na, nd, comb);
+        CHECK(++steps <= 2, "decoding a dup of a dup has not reached MPI_INT in 2 steps");
+        next = only_argument(cur);
+        if (cur != t2)
+            MPI_CHECK(MPI_Type_free(&cur));
+        cur = next;
+    }
+    CHECK(cur == MPI_INT && steps == 2, "a dup of a dup decoded to %s after %d steps",
+          cur == MPI_INT ? "MPI_INT" : "another named type", steps);
+    /* strict: the duplicated type's own handle, the same every time (the
+     * standard only says the handles are to be freed; Open MPI 5 gives a
+     * new one) */
+    got = only_argument(t2);
+    again = only_argument(t2);
+    if (strict_mode())
+        CHECK(got == t1 && again == t1, "Type_get_contents of a dup gave a new handle");
+    MPI_CHECK(MPI_Type_free(&got));
+    MPI_CHECK(MPI_Type_free(&again));
+    MPI_CHECK(MPI_Type_size(t1, &s));
+    CHECK(s == (int)sizeof(int), "the dup'ed type after freeing what contents gave: size %d", s);
+    MPI_CHECK(MPI_Type_free(&t1));
+    /* t1 freed by the program: t2 still gives it back */
+    got = only_argument(t2);
+    MPI_CHECK(MPI_Type_get_envelope(got, &ni, &na, &nd, &comb));
+    CHECK(comb == MPI_COMBINER_DUP && nd == 1, "freed argument of a dup: combiner %d", comb);
+    CHECK(only_argument(got) == MPI_INT, "freed argument of a dup: not a dup of MPI_INT");
+    MPI_CHECK(MPI_Type_free(&got));
+    MPI_CHECK(MPI_Type_free(&t2));
+
+    /* the same for a vector inside a contiguous type */
+    MPI_CHECK(MPI_Type_vector(2, 1, 3, MPI_INT, &vec));
+    MPI_CHECK(MPI_Type_contiguous(2, vec, &outer));
+    MPI_CHECK(MPI_Type_free(&vec));
+    got = only_argument(outer);
+    MPI_CHECK(MPI_Type_get_envelope(got, &ni, &na, &nd, &comb));
+    CHECK(comb == MPI_COMBINER_VECTOR && ni == 3 && nd == 1,
+          "freed vector inside a contiguous type: envelope %d/%d/%d combiner %d", ni, na, nd,
+          comb);
+    MPI_CHECK(MPI_Type_size(got, &s));
+    CHECK(s == 2 * (int)sizeof(int), "freed vector inside a contiguous type: size %d", s);
+    MPI_CHECK(MPI_Type_free(&got));
+    MPI_CHECK(MPI_Type_commit(&outer));
+    MPI_CHECK(MPI_Type_size(outer, &s));
+    CHECK(s == 4 * (int)sizeof(int), "contiguous of a freed vector: size %d", s);
+    MPI_CHECK(MPI_Type_free(&outer));
+}
+
 static void names(void)
 {
     char name[MPI_MAX_OBJECT_NAME];
@@ -260,6 +338,12 @@ static void names(void)
     CHECK(strcmp(name, "MPI_INT") == 0 && len == 7, "MPI_INT name '%s' len %d", name, len);
     MPI_CHECK(MPI_Type_get_name(MPI_DOUBLE, name, &len));
     CHECK(strcmp(name, "MPI_DOUBLE") == 0, "MPI_DOUBLE name '%s'", name);
+    if (strict_mode()) {
+        len = -1;
+        MPI_CHECK(MPI_Type_get_name(MPI_DATATYPE_NULL, name, &len));
+        CHECK(strcmp(name, "MPI_DATATYPE_NULL") == 0 && len == 17,
+              "MPI_DATATYPE_NULL name '%s' len %d", name, len);
+    }
     MPI_CHECK(MPI_Type_contiguous(2, MPI_INT, &t));
     len = -1;
     name[0] = 'x';
@@ -511,6 +595,7 @@ int main(int argc, char **argv)
     left = (rank + size - 1) % size;
 
     constructors();
+    contents_handles();
     names();
     pack_unpack();
     matrix_columns();

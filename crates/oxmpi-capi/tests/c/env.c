@@ -14,7 +14,9 @@
  * APPNUM and WTIME_IS_GLOBAL attributes of MPI_COMM_WORLD; Error_class maps
  * each standard class to itself and Error_string gives a non-empty string;
  * Comm_set_errhandler(MPI_ERRORS_RETURN) then Comm_get_errhandler gives it
- * back; Comm_get_name on the predefined communicators.
+ * back; Errhandler_free(MPI_ERRHANDLER_NULL) fails; Comm_get_name on the
+ * predefined communicators; the MPI_LASTUSEDCODE attribute (>=
+ * MPI_ERR_LASTCODE); Comm_get_attr(MPI_KEYVAL_INVALID) is MPI_ERR_KEYVAL.
  * MPI >= 5 only: Abi_get_version, and <Handle>_toint/_fromint round trips for
  * every handle kind (predefined, null and user-created handles); with the
  * standard ABI header (MPI_ABI_VERSION defined) the integer of a predefined
@@ -207,6 +209,12 @@ int main(int argc, char **argv)
         MPI_CHECK(MPI_Comm_get_name(MPI_COMM_SELF, name, &len));
         CHECK(strcmp(name, "MPI_COMM_SELF") == 0 && len == 13, "SELF name '%s' len %d", name,
               len);
+        if (strict_mode()) {
+            len = -1;
+            MPI_CHECK(MPI_Comm_get_name(MPI_COMM_NULL, name, &len));
+            CHECK(strcmp(name, "MPI_COMM_NULL") == 0 && len == 13, "COMM_NULL name '%s' len %d",
+                  name, len);
+        }
     }
 
     /* Alloc_mem / Free_mem */
@@ -253,6 +261,22 @@ int main(int argc, char **argv)
         CHECK(attr != NULL && (*ip == 0 || *ip == 1), "WTIME_IS_GLOBAL = %d", attr ? *ip : -1);
     }
 
+    /* MPI_LASTUSEDCODE: the largest error code in use, MPI_ERR_LASTCODE at
+     * least */
+    flag = 0;
+    attr = NULL;
+    MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &attr, &flag));
+    CHECK(flag && attr != NULL, "LASTUSEDCODE attribute not set (flag %d)", flag);
+    ip = (int *)attr;
+    CHECK(*ip >= MPI_ERR_LASTCODE, "LASTUSEDCODE = %d < MPI_ERR_LASTCODE = %d", *ip,
+          MPI_ERR_LASTCODE);
+    /* MPI_KEYVAL_INVALID is no key; nor is a key nobody created (strict:
+     * MPI_ERR_KEYVAL as in MPICH; Open MPI says MPI_ERR_OTHER) */
+    flag = -1;
+    CHECK_CLASS(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_KEYVAL_INVALID, &attr, &flag), MPI_ERR_KEYVAL);
+    if (strict_mode())
+        CHECK_CLASS(MPI_Comm_get_attr(MPI_COMM_WORLD, 12345, &attr, &flag), MPI_ERR_KEYVAL);
+
     /* error classes and strings */
     {
         static const int classes[] = {
@@ -296,6 +320,19 @@ int main(int argc, char **argv)
         CHECK(eh == MPI_ERRORS_ARE_FATAL, "COMM_SELF errhandler not ERRORS_ARE_FATAL");
         MPI_CHECK(MPI_Errhandler_free(&eh));
         MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+        /* MPI_ERRHANDLER_NULL is no error handler (strict: the class is
+         * MPI_ERR_ERRHANDLER as in MPICH; Open MPI says MPI_ERR_ARG) */
+        eh = MPI_ERRHANDLER_NULL;
+#if MPI_VERSION >= 5 || defined(MPI_ERR_ERRHANDLER)
+        if (strict_mode()) {
+            CHECK_CLASS(MPI_Errhandler_free(&eh), MPI_ERR_ERRHANDLER);
+            eh = MPI_ERRHANDLER_NULL;
+        }
+#endif
+        {
+            int rc = MPI_Errhandler_free(&eh);
+            CHECK(rc != MPI_SUCCESS, "Errhandler_free(MPI_ERRHANDLER_NULL) succeeded");
+        }
     }
 
 #if MPI_VERSION >= 5

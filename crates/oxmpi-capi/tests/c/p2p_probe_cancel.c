@@ -22,6 +22,12 @@
  *    MPI_ANY_TAG: by non-overtaking it gets the cancel-candidate message
  *    first if and only if the cancel failed, and the sender's report (sent
  *    afterwards) must agree.
+ *  - Issend to oneself (0 bytes, and 256 KiB), seen by Probe, then Cancel
+ *    and one Request_get_status (mpi4py's testProbeCancel): either it is
+ *    complete and cancelled, and then no probe finds the message any more,
+ *    or it is not, and then the message is still there to be received, after
+ *    which the send completes not cancelled. (The message must never vanish
+ *    while the request shows neither outcome.)
  *  - Sendrecv, Sendrecv_replace, Isendrecv and Isendrecv_replace around the
  *    ring (data and status), and a non-periodic shift with MPI_PROC_NULL at
  *    the ends. The status of a completed Isendrecv/Isendrecv_replace request
@@ -36,6 +42,8 @@
 #define TAG_CANCEL_RECV 14
 #define TAG_CANCEL_SEND 15
 #define TAG_REPORT 16
+#define TAG_CANCEL_SELF 17
+#define SELF_BIG (64 * 1024) /* ints */
 #define TAG_SR 20
 #define TAG_SRR 21
 #define TAG_ISR 22
@@ -205,6 +213,60 @@ static void matched_probes(void)
     check_proc_null(&st, "Imrecv(MPI_MESSAGE_NO_PROC)");
 }
 
+/* A synchronous send to oneself that the program saw with Probe and then
+ * cancels; one Request_get_status decides what the program does next, as
+ * mpi4py's testProbeCancel does. */
+static void cancel_to_self(MPI_Comm comm)
+{
+    int k, i, flag, cancelled, found;
+    int *sb = malloc(SELF_BIG * sizeof(int)), *rb = malloc(SELF_BIG * sizeof(int));
+    MPI_Request req;
+    MPI_Status st;
+    double deadline;
+
+    CHECK(sb && rb, "out of memory");
+    for (i = 0; i < SELF_BIG; i++)
+        sb[i] = rank * 7 + i;
+    for (k = 0; k < 2; k++) {
+        int n = k ? SELF_BIG : 0;
+        MPI_CHECK(MPI_Issend(sb, n, MPI_INT, rank, TAG_CANCEL_SELF, comm, &req));
+        MPI_CHECK(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &st));
+        CHECK(st.MPI_SOURCE == rank && st.MPI_TAG == TAG_CANCEL_SELF,
+              "Probe of the send to oneself: source %d tag %d", st.MPI_SOURCE, st.MPI_TAG);
+        MPI_CHECK(MPI_Cancel(&req));
+        CHECK(req != MPI_REQUEST_NULL, "Cancel freed the request");
+        flag = 0;
+        cancelled = 0;
+        MPI_CHECK(MPI_Request_get_status(req, &flag, &st));
+        if (flag)
+            MPI_CHECK(MPI_Test_cancelled(&st, &cancelled));
+        if (cancelled) {
+            MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &found, MPI_STATUS_IGNORE));
+            CHECK(!found, "%d ints to oneself: cancelled, yet a probe still finds the message",
+                  n);
+            MPI_CHECK(MPI_Request_free(&req));
+            continue;
+        }
+        /* not cancelled (or not decided): the message must still be here */
+        deadline = MPI_Wtime() + 10;
+        do {
+            MPI_CHECK(MPI_Iprobe(rank, TAG_CANCEL_SELF, comm, &found, MPI_STATUS_IGNORE));
+        } while (!found && MPI_Wtime() < deadline);
+        CHECK(found,
+              "%d ints to oneself: Cancel took the message away, but the request is %s "
+              "and not cancelled",
+              n, flag ? "complete" : "still pending");
+        MPI_CHECK(MPI_Recv(rb, n, MPI_INT, rank, TAG_CANCEL_SELF, comm, &st));
+        for (i = 0; i < n; i++)
+            CHECK(rb[i] == sb[i], "%d ints to oneself: data[%d] = %d", n, i, rb[i]);
+        MPI_CHECK(MPI_Wait(&req, &st));
+        MPI_CHECK(MPI_Test_cancelled(&st, &cancelled));
+        CHECK(!cancelled, "%d ints to oneself: received, and cancelled too", n);
+    }
+    free(sb);
+    free(rb);
+}
+
 static void cancels(void)
 {
     MPI_Comm comm;
@@ -251,6 +313,8 @@ static void cancels(void)
     flag = -1;
     MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE));
     CHECK(flag == 0, "a message is left over on the cancel communicator");
+    cancel_to_self(comm);
+    MPI_CHECK(MPI_Barrier(comm));
     MPI_CHECK(MPI_Comm_free(&comm));
 }
 

@@ -18,6 +18,9 @@
  *    (MPI_Grequest_complete from inside MPI_Cancel): MPI_Wait then gives
  *    the status its query function sets (cancelled), and the free function
  *    runs once.
+ *  - A query function that returns MPI_ERR_TAG: MPI_Wait returns that class
+ *    and leaves MPI_ERROR alone; MPI_Waitall returns MPI_ERR_IN_STATUS
+ *    with an error in the request's status (strict: of class MPI_ERR_TAG).
  *  - Strict mode only (OXMPI_STRICT=1): Testsome, Waitsome, Waitany and
  *    Testany with a garbage handle beside a request that has completed give
  *    MPI_ERR_REQUEST and leave that request in place, not lost: MPI_Wait
@@ -39,6 +42,7 @@ struct greq_state {
     int cancels;
     int cancel_complete_arg;
     int cancelled;
+    int err; /* what query_fn returns */
 };
 
 static int query_fn(void *extra, MPI_Status *st)
@@ -49,7 +53,7 @@ static int query_fn(void *extra, MPI_Status *st)
     st->MPI_TAG = 55;
     MPI_Status_set_elements(st, MPI_BYTE, 3);
     MPI_Status_set_cancelled(st, g->cancelled);
-    return MPI_SUCCESS;
+    return g->err;
 }
 
 static int free_fn(void *extra)
@@ -213,6 +217,44 @@ int main(int argc, char **argv)
     CHECK(flag && st.MPI_TAG == 55, "cancelled generalized request: flag %d tag %d", flag,
           st.MPI_TAG);
     CHECK(g3.freed == 1, "generalized freed %d times", g3.freed);
+
+    /* A query function's error code is what the completion call returns:
+     * MPI_Wait returns it (and leaves MPI_ERROR alone, as every single
+     * completion does); MPI_Waitall returns MPI_ERR_IN_STATUS with it in
+     * the status. */
+    {
+        struct greq_state g4 = {0}, g5 = {0};
+        MPI_Request q[2];
+        MPI_Status s2[2];
+        g4.err = g5.err = MPI_ERR_TAG;
+        MPI_CHECK(MPI_Grequest_start(query_fn, free_fn, cancel_fn, &g4, &g));
+        MPI_CHECK(MPI_Grequest_complete(g));
+        st.MPI_ERROR = -5;
+        CHECK_CLASS(MPI_Wait(&g, &st), MPI_ERR_TAG);
+        CHECK(st.MPI_ERROR == -5, "MPI_Wait set MPI_ERROR to %d", st.MPI_ERROR);
+        CHECK(st.MPI_TAG == 55 && g4.queried == 1 && g4.freed == 1,
+              "failed generalized request: tag %d, queried %d, freed %d", st.MPI_TAG,
+              g4.queried, g4.freed);
+        MPI_CHECK(MPI_Grequest_start(query_fn, free_fn, cancel_fn, &g5, &q[0]));
+        MPI_CHECK(MPI_Grequest_complete(q[0]));
+        MPI_CHECK(MPI_Irecv(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &q[1]));
+        s2[0].MPI_ERROR = s2[1].MPI_ERROR = -5;
+        CHECK_CLASS(MPI_Waitall(2, q, s2), MPI_ERR_IN_STATUS);
+        /* strict: the query's own class (MPICH 5.0.2 wraps it in an
+         * MPI_ERR_OTHER code) */
+        CHECK(s2[0].MPI_ERROR != MPI_SUCCESS && s2[0].MPI_ERROR != MPI_ERR_PENDING,
+              "Waitall: the generalized request's status has error %d", s2[0].MPI_ERROR);
+        if (strict_mode())
+            CHECK(check_class(s2[0].MPI_ERROR) == MPI_ERR_TAG,
+                  "Waitall: the generalized request's status has error class %d",
+                  check_class(s2[0].MPI_ERROR));
+        /* (MPICH 5.0.2 reports the PROC_NULL receive as MPI_ERR_PENDING) */
+        CHECK(s2[1].MPI_ERROR == MPI_SUCCESS || s2[1].MPI_ERROR == MPI_ERR_PENDING,
+              "Waitall: the receive's status has error %d", s2[1].MPI_ERROR);
+        if (q[1] != MPI_REQUEST_NULL)
+            MPI_CHECK(MPI_Wait(&q[1], MPI_STATUS_IGNORE));
+        CHECK(g5.freed == 1, "generalized freed %d times", g5.freed);
+    }
 
     if (strict_mode()) {
         /* A garbage handle beside a request that has completed. */

@@ -130,8 +130,12 @@ int main(int argc, char **argv) {
     CHECK(rc == MPI_SUCCESS, "split_type with undefined rc %d", rc);
     if (rank == 1) CHECK(node == MPI_COMM_NULL, "undefined split_type gave a communicator");
     else MPI_Comm_free(&node);
+    /* no resource named (no info key): MPI_COMM_NULL */
+    node = MPI_COMM_WORLD;
     rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, MPI_INFO_NULL, &node);
-    CHECK(rc == MPI_ERR_ARG, "unsupported split_type: %d", rc);
+    CHECK(rc == MPI_SUCCESS && node == MPI_COMM_NULL, "HW_GUIDED split_type: %d", rc);
+    rc = MPI_Comm_split_type(MPI_COMM_WORLD, 12345, 0, MPI_INFO_NULL, &node);
+    CHECK(rc == MPI_ERR_ARG, "unknown split_type: %d", rc);
 
     /* ---- groups. */
     MPI_Group wg, evens, odds, g;
