@@ -691,6 +691,9 @@ pub(crate) struct State {
     limits: Vec<Limits>,
     caps: Vec<Caps>,
     bml: Vec<PeerEps>,
+    /// Which world rank each BTL's endpoint leads to (`[btl][ep]`,
+    /// `u32::MAX` for none): who sent a fragment, in O(1).
+    ep_peer: Vec<Vec<u32>>,
     comms: Vec<Option<Comm>>,
     engine: Engine<ReqRef, u32>,
     seq: SendSequencer,
@@ -1066,6 +1069,17 @@ impl<B: ?Sized + Btl> Ob1<B> {
         }
         let limits: Vec<Limits> = btls.iter().map(|b| *b.limits()).collect();
         let caps: Vec<Caps> = btls.iter().map(|b| b.caps()).collect();
+        let mut ep_peer = vec![Vec::new(); btls.len()];
+        for (peer, e) in bml.iter().enumerate() {
+            for &(b, ep) in e.eager.iter().chain(&e.send).chain(&e.rdma) {
+                let owners: &mut Vec<u32> = &mut ep_peer[b];
+                let i = ep.0 as usize;
+                if owners.len() <= i {
+                    owners.resize(i + 1, u32::MAX);
+                }
+                owners[i] = peer as u32;
+            }
+        }
         let credits = vec![cfg.eager_credits; n];
         let rcache = Rcache::new(btls.len(), cfg.leave_pinned, cfg.rcache_max_entries);
         let nbtls = btls.len();
@@ -1079,6 +1093,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 limits,
                 caps,
                 bml,
+                ep_peer,
                 comms: Vec::new(),
                 engine: Engine::with_capacity(256, 256),
                 seq: SendSequencer::new(),
@@ -4141,6 +4156,10 @@ impl BtlSink for Sink<'_> {
                 send_offset,
                 send_len,
             } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                if !st.named_by(send_req, from, true, "an ACK") {
+                    return;
+                }
                 let Some(s) = st.reqs.live_send_mut(send_req) else {
                     st.counters.bad_fragments += 1;
                     return;
@@ -4178,6 +4197,10 @@ impl BtlSink for Sink<'_> {
             Hdr::Nack {
                 send_req, error, ..
             } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                if !st.named_by(send_req, from, true, "a NACK") {
+                    return;
+                }
                 let class = match error {
                     15 => ErrClass::Truncate,
                     75 => ErrClass::ProcFailed,
@@ -4188,6 +4211,10 @@ impl BtlSink for Sink<'_> {
             Hdr::Frag {
                 recv_req, offset, ..
             } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                if !st.named_by(recv_req, from, false, "a FRAG") {
+                    return;
+                }
                 let Some(rr) = st.reqs.live_recv_mut(recv_req) else {
                     st.counters.bad_fragments += 1;
                     return;
@@ -4214,14 +4241,18 @@ impl BtlSink for Sink<'_> {
                 len,
                 key,
             } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                if !st.named_by(send_req, from, true, "a PUT request") {
+                    return;
+                }
+                let Some(peer) = from else {
+                    return;
+                };
                 if let Some(s) = st.reqs.live_send_mut(send_req) {
                     if s.proto == Proto::Rget {
                         s.split = true;
                     }
                 }
-                let Some(peer) = st.peer_by_ep(self.btl, ep) else {
-                    return;
-                };
                 st.actions.push_back(Action::Put(PutAsk {
                     send_req,
                     recv_req,
@@ -4237,39 +4268,52 @@ impl BtlSink for Sink<'_> {
                 size,
                 status,
                 nanos,
-            } => match st.reqs.get_mut(req) {
-                Some(Req {
-                    kind: Kind::Send(s),
-                    done: false,
-                    ..
-                }) => {
-                    if status != 0 {
-                        st.fail(req, ErrClass::Other, "the receiver's RDMA failed");
-                        return;
-                    }
-                    s.fin = true;
-                    st.check_send_done(req);
+            } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                let is_send = matches!(
+                    st.reqs.get(req),
+                    Some(Req {
+                        kind: Kind::Send(_),
+                        ..
+                    })
+                );
+                if !st.named_by(req, from, is_send, "a FIN") {
+                    return;
                 }
-                Some(Req {
-                    kind: Kind::Recv(rr),
-                    done: false,
-                    ..
-                }) => {
-                    if status != 0 {
-                        st.fail(req, ErrClass::Other, "the sender's RDMA put failed");
-                        return;
+                match st.reqs.get_mut(req) {
+                    Some(Req {
+                        kind: Kind::Send(s),
+                        done: false,
+                        ..
+                    }) => {
+                        if status != 0 {
+                            st.fail(req, ErrClass::Other, "the receiver's RDMA failed");
+                            return;
+                        }
+                        s.fin = true;
+                        st.check_send_done(req);
                     }
-                    rr.got += size as usize;
-                    let peer = rr.peer as usize;
-                    st.counters.bytes_received[peer] += size;
-                    if nanos > 0 {
-                        rr.put_ns = nanos;
+                    Some(Req {
+                        kind: Kind::Recv(rr),
+                        done: false,
+                        ..
+                    }) => {
+                        if status != 0 {
+                            st.fail(req, ErrClass::Other, "the sender's RDMA put failed");
+                            return;
+                        }
+                        rr.got += size as usize;
+                        let peer = rr.peer as usize;
+                        st.counters.bytes_received[peer] += size;
+                        if nanos > 0 {
+                            rr.put_ns = nanos;
+                        }
+                        balance_split(rr, &mut st.split_share, &mut st.counters);
+                        st.check_recv_done(req);
                     }
-                    balance_split(rr, &mut st.split_share, &mut st.counters);
-                    st.check_recv_done(req);
+                    _ => st.counters.bad_fragments += 1,
                 }
-                _ => st.counters.bad_fragments += 1,
-            },
+            }
             Hdr::Credit { bytes } => {
                 let Some(peer) = st.peer_by_ep(self.btl, ep) else {
                     return;
@@ -4302,6 +4346,12 @@ impl BtlSink for Sink<'_> {
                 seq,
                 cancelled,
             } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                // An answer may come after the send completed (matched
+                // meanwhile): only another peer's live send is an error.
+                if st.serves(send_req, from, true, "a CANCEL answer") != Some(true) {
+                    return;
+                }
                 let Some(q) = st.reqs.get_mut(send_req) else {
                     st.counters.bad_fragments += 1;
                     return;
@@ -4456,10 +4506,54 @@ impl State {
     }
 
     fn peer_by_ep(&self, btl: usize, ep: Endpoint) -> Option<u32> {
-        self.bml
-            .iter()
-            .position(|e| e.send.iter().chain(e.rdma.iter()).any(|&x| x == (btl, ep)))
-            .map(|p| p as u32)
+        let p = *self.ep_peer.get(btl)?.get(ep.0 as usize)?;
+        (p != u32::MAX).then_some(p)
+    }
+
+    /// [`State::serves`], a stale reference counted as a bad fragment too:
+    /// whether the header may act on `r`.
+    fn named_by(&mut self, r: ReqRef, from: Option<u32>, send: bool, what: &str) -> bool {
+        match self.serves(r, from, send, what) {
+            Some(ok) => ok,
+            None => {
+                self.counters.bad_fragments += 1;
+                false
+            }
+        }
+    }
+
+    /// Whether request `r`, named by a header from world rank `from`, is a
+    /// live send to (`send`) or matched receive from that rank:
+    /// `Some(true)` it is; `Some(false)` it is another peer's (a forged
+    /// reference: a protocol error, counted as a bad fragment and logged
+    /// naming the sender; the header must be dropped); `None` no such live
+    /// request (stale: the caller decides, some answers legitimately come
+    /// late).
+    fn serves(&mut self, r: ReqRef, from: Option<u32>, send: bool, what: &str) -> Option<bool> {
+        let owner = match self.reqs.get(r) {
+            Some(Req {
+                kind: Kind::Send(s),
+                done: false,
+                ..
+            }) if send => Some(s.peer),
+            Some(Req {
+                kind: Kind::Recv(rr),
+                done: false,
+                ..
+            }) if !send && rr.matched => Some(rr.peer),
+            _ => None,
+        };
+        let owner = owner?;
+        if Some(owner) == from {
+            return Some(true);
+        }
+        tracing::warn!(
+            from = ?from,
+            owner,
+            "protocol error: {what} from rank {from:?} names a request of rank {owner}; dropped"
+        );
+        self.counters.bad_fragments += 1;
+        Some(false)
     }
 }
 

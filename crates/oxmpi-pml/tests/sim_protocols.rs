@@ -14,6 +14,7 @@ use oxmpi_btl::mem::MemRegion;
 use oxmpi_btl::self_btl::{SelfBtl, DEFAULT_LIMITS};
 use oxmpi_btl::sim::{SimBtl, SimConfig, SimNet};
 use oxmpi_match::{Source, Tag};
+use oxmpi_pml::hdr::{Hdr, ReqRef};
 use oxmpi_pml::{Buffer, ErrClass, Layout, Ob1, PeerDesc, PmlConfig, ReqId, SendMode, Status};
 
 /// A BTL with some capabilities masked off (to force the protocols that a
@@ -34,7 +35,13 @@ struct Masked<B: Btl> {
     /// count is above 0 each `progress_from` call finds nothing and takes
     /// one off it (a message that lands during the polling).
     late_reads: Option<Rc<Cell<u32>>>,
+    /// Each control message this module sends is followed by the frame
+    /// this makes of it, if any (a forger's copy).
+    forge: Option<Forger>,
 }
+
+/// Makes a forged frame from a control message this module sent.
+type Forger = Rc<dyn Fn(AmTag, &[u8]) -> Option<Vec<u8>>>;
 
 impl<B: Btl> Masked<B> {
     /// `inner` with every capability kept and nothing held, failed, forged
@@ -48,6 +55,7 @@ impl<B: Btl> Masked<B> {
             hold: None,
             forge_keys: false,
             late_reads: None,
+            forge: None,
         }
     }
 }
@@ -106,7 +114,11 @@ impl<B: Btl> Btl for Masked<B> {
             h.frames.borrow_mut().push((ep, tag, parts.concat()));
             return Ok(());
         }
-        self.inner.sendi(ep, tag, parts)
+        self.inner.sendi(ep, tag, parts)?;
+        if let Some(forged) = self.forge.as_ref().and_then(|f| f(tag, &parts.concat())) {
+            self.inner.sendi(ep, tag, &[&forged])?;
+        }
+        Ok(())
     }
     fn register_mem(
         &mut self,
@@ -222,6 +234,7 @@ fn world_failing(
         hold: None,
         forge_keys: false,
         late_reads: None,
+        forge: None,
     })
 }
 
@@ -1645,6 +1658,7 @@ fn world_put_ordered(forge: Option<u32>) -> World {
         hold: None,
         forge_keys: forge == Some(r),
         late_reads: None,
+        forge: None,
     })
 }
 
@@ -2157,6 +2171,95 @@ fn an_any_source_receive_fails_once_every_other_member_is_gone() {
     );
 }
 
+/// Rank 2's ACKs and FINs for rank 0's rendezvous to it are each followed
+/// by a copy naming the request before it (rank 0's rendezvous to rank 1):
+/// rank 0 refuses them (they name another peer's request), counts them,
+/// and both transfers complete as they should, not early.
+#[test]
+fn a_header_naming_another_peers_request_is_refused() {
+    let forge: Forger = Rc::new(|tag, bytes| {
+        let earlier = |r: ReqRef| {
+            Some(ReqRef {
+                index: r.index.checked_sub(1)?,
+                ..r
+            })
+        };
+        let forged = match Hdr::parse(tag, bytes).ok()?.0 {
+            Hdr::Ack {
+                send_req,
+                recv_req,
+                send_offset,
+                send_len,
+            } => Hdr::Ack {
+                send_req: earlier(send_req)?,
+                recv_req,
+                send_offset,
+                send_len,
+            },
+            Hdr::Fin {
+                req,
+                size,
+                status,
+                nanos,
+            } => Hdr::Fin {
+                req: earlier(req)?,
+                size,
+                status,
+                nanos,
+            },
+            _ => return None,
+        };
+        let mut out = vec![0u8; 256];
+        let n = forged.emit(&mut out);
+        out.truncate(n);
+        Some(out)
+    });
+    for keep in [
+        all_caps(),
+        all_caps() - Caps::GET,
+        all_caps() - Caps::GET - Caps::PUT,
+    ] {
+        let f = forge.clone();
+        let mut w = world_over(
+            vec![SimNet::new(SimConfig::default())],
+            3,
+            sim_pml(),
+            move |r, inner| Masked {
+                keep,
+                forge: (r == 2).then(|| f.clone()),
+                ..Masked::plain(inner)
+            },
+        );
+        let len = 1 << 20;
+        let (mut a, mut b) = (Mem::pattern(len, 1), Mem::pattern(len, 2));
+        let to1 = w.ranks[0]
+            .isend(a.buf(), 1, 5, CTX, SendMode::Standard)
+            .unwrap();
+        let to2 = w.ranks[0]
+            .isend(b.buf(), 2, 5, CTX, SendMode::Standard)
+            .unwrap();
+        let mut got2 = Mem::zeros(len);
+        w.recv(2, got2.buf(), Source::Rank(0), Tag::Value(5));
+        w.wait(0, to2);
+        assert!(got2.0 == b.0, "{keep:?}");
+        w.spin(64, None);
+        assert!(
+            w.ranks[0].counters().bad_fragments >= 1,
+            "{keep:?}: no forged header seen"
+        );
+        assert_eq!(
+            w.ranks[0].test(to1).unwrap(),
+            None,
+            "{keep:?}: the send to rank 1 completed on rank 2's word"
+        );
+        let mut got1 = Mem::zeros(len);
+        w.recv(1, got1.buf(), Source::Rank(0), Tag::Value(5));
+        let st = w.wait(0, to1);
+        assert_eq!(st.error, None, "{keep:?}");
+        assert!(got1.0 == a.0, "{keep:?}");
+    }
+}
+
 #[test]
 fn self_sends_use_the_self_btl() {
     let mut w = world(2);
@@ -2330,6 +2433,7 @@ fn world_links(cfgs: [SimConfig; 2], keep: Caps, fail: Caps, pml: PmlConfig) -> 
         hold: None,
         forge_keys: false,
         late_reads: None,
+        forge: None,
     })
 }
 
@@ -2704,6 +2808,7 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
         hold: (r == 0).then(|| Rc::clone(&hold)),
         forge_keys: false,
         late_reads: None,
+        forge: None,
     });
     let len = 100 * 1024;
     let mut src = Mem::pattern(len, 1);
