@@ -13,7 +13,7 @@
 //! more than a second (unless `--enable-recovery` keeps it going).
 //!
 //! Which failure is reported: a rank killed by a signal at once; an abort
-//! or a non-zero exit after a short settling time ([`SETTLE`]), during
+//! or a non-zero exit after a short settling time (`SETTLE`), during
 //! which a rank killed by a signal takes precedence. A survivor that
 //! notices a peer's death (its socket closes) may abort before the
 //! launcher has reaped the peer; the peer is the cause, not the survivor.
@@ -134,7 +134,7 @@ struct Rank {
     err: LineStream,
 }
 
-/// A failure waiting to be reported (see [`SETTLE`]).
+/// A failure waiting to be reported (see `SETTLE`).
 #[derive(Clone, Debug)]
 struct Blame {
     code: i32,
@@ -170,7 +170,7 @@ struct Job {
     timeout_at: Option<Instant>,
     timeout: Option<Duration>,
     all_exited_at: Option<Instant>,
-    /// An abort or non-zero exit not reported yet (see [`SETTLE`]).
+    /// An abort or non-zero exit not reported yet (see `SETTLE`).
     pending: Option<Blame>,
     /// `--enable-recovery`: a failed rank does not end the job.
     recovery: bool,
@@ -902,7 +902,7 @@ impl Job {
         }
     }
 
-    /// A failure to report once [`SETTLE`] has passed, unless one is
+    /// A failure to report once `SETTLE` has passed, unless one is
     /// waiting already (the first stands) or the job is ending. With
     /// `--enable-recovery` a rank's exit is reported at once (it ends
     /// nothing); an abort waits as it would without.

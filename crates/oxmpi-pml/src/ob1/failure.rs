@@ -1,0 +1,91 @@
+//! Failures: a request that fails, a BTL error, a peer that is gone (every
+//! request that needs it fails with `MPI_ERR_PROC_FAILED`).
+
+use super::*;
+
+/// Whether no member of `comm` but this rank is alive: an
+/// `MPI_ANY_SOURCE` receive on it can then never match (a message from
+/// this rank itself would need a send this rank has not made).
+pub(super) fn no_live_sender(comm: Option<&Comm>, dead: &[Option<String>]) -> bool {
+    comm.is_some_and(|c| {
+        c.world.len() > 1
+            && c.world.iter().enumerate().all(|(i, &w)| {
+                i == c.me as usize || dead.get(w as usize).is_some_and(Option::is_some)
+            })
+    })
+}
+
+impl State {
+    pub(super) fn fail(&mut self, r: ReqRef, class: ErrClass, why: &str) {
+        tracing::debug!(?r, ?class, "request failed: {why}");
+        if let Some(q) = self.reqs.get_mut(r) {
+            q.status.error = Some(class);
+            q.status.detail = crate::error::reasons::record(why);
+            if let Kind::Recv(rr) = &mut q.kind {
+                if let (false, Some(h)) = (rr.matched, rr.handle.take()) {
+                    self.engine.cancel(h);
+                }
+            }
+        }
+        self.complete(r);
+    }
+
+    /// A put of ours failed: fail the send, and tell the receiver, which
+    /// would otherwise wait for those bytes forever.
+    pub(super) fn put_failed(&mut self, send_req: ReqRef, recv_req: ReqRef, e: &BtlError) {
+        if let Some(s) = self.reqs.send(send_req) {
+            let peer = s.peer;
+            self.actions.push_back(Action::Ctl {
+                peer,
+                hdr: Hdr::Fin {
+                    req: recv_req,
+                    size: 0,
+                    status: 1,
+                    nanos: 0,
+                },
+            });
+        }
+        self.fail_btl(send_req, e);
+    }
+
+    pub(super) fn fail_btl(&mut self, r: ReqRef, e: &BtlError) {
+        if let BtlError::PeerGone(..) = e {
+            if let Some(s) = self.reqs.send(r) {
+                let p = s.peer;
+                self.peer_failed(p, &e.to_string());
+            }
+        }
+        self.fail(r, btl_err(e), &e.to_string());
+    }
+
+    /// A peer is gone: every request that needs it fails with
+    /// `MPI_ERR_PROC_FAILED`; later operations on it fail at once.
+    pub(super) fn peer_failed(&mut self, peer: u32, why: &str) {
+        if self.dead[peer as usize].is_some() {
+            return;
+        }
+        tracing::debug!(peer, "peer lost: {why}");
+        self.dead[peer as usize] = Some(format!("rank {peer} is gone: {why}"));
+        self.n_dead += 1;
+        let (comms, dead) = (&self.comms, &self.dead);
+        let victims = self.reqs.live_where(|kind| match kind {
+            Kind::Send(snd) => snd.peer == peer,
+            Kind::Recv(rr) => {
+                (rr.matched && rr.peer == peer)
+                    || match rr.src {
+                        Source::Rank(src) => comms[usize::from(rr.ctx)]
+                            .as_ref()
+                            .is_some_and(|c| c.world.get(src as usize) == Some(&peer)),
+                        Source::Any => {
+                            !rr.matched && no_live_sender(comms[usize::from(rr.ctx)].as_ref(), dead)
+                        }
+                        Source::ProcNull => false,
+                    }
+            }
+        });
+        let msg = format!("rank {peer} is gone: {why}");
+        for r in victims {
+            self.fail(r, ErrClass::ProcFailed, &msg);
+        }
+    }
+}

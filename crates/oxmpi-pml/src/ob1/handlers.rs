@@ -1,0 +1,470 @@
+//! What arrives: `Sink`, the BTL sink each BTL's progress call reports
+//! fragments, completions and lost peers to, one handler per header kind.
+
+use super::*;
+
+/// The BTL callback target while one BTL progresses.
+pub(super) struct Sink<'a> {
+    pub(super) st: &'a mut State,
+    pub(super) btl: usize,
+}
+
+impl BtlSink for Sink<'_> {
+    fn on_recv(&mut self, ep: Endpoint, tag: AmTag, data: &[u8]) {
+        let st = &mut *self.st;
+        // Eager data first: its header has a fixed size and no field to
+        // check beyond the matching ones.
+        if tag == HdrType::Match.am_tag() {
+            if let Some((m, payload)) = MatchHdr::read(data) {
+                st.on_match(m, payload, self.btl, ep);
+                return;
+            }
+        }
+        let (hdr, payload) = match Hdr::parse(tag, data) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(btl = self.btl, ?ep, "dropping a bad fragment: {e}");
+                st.counters.bad_fragments += 1;
+                return;
+            }
+        };
+        match hdr {
+            Hdr::Match(m) => st.on_match(m, payload, self.btl, ep),
+            Hdr::Rndv(h) | Hdr::Rget(h, _) => {
+                let key = match hdr {
+                    Hdr::Rget(_, k) => Some(k),
+                    _ => None,
+                };
+                let Some(peer) = st.peer_of(h.m.ctx, h.m.src, self.btl, ep) else {
+                    return;
+                };
+                if payload.len() as u64 > h.msg_len {
+                    st.counters.bad_fragments += 1;
+                    return;
+                }
+                let credit = if key.is_some() {
+                    0
+                } else {
+                    payload.len() + RNDV_LEN
+                };
+                let slot = st.alloc_unexp(UnexpKind::Rndv { hdr: h, key }, peer, credit);
+                st.arrival(h.m, slot, Some(payload));
+            }
+            Hdr::Ack {
+                send_req,
+                recv_req,
+                send_offset,
+                send_len,
+            } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                if !st.named_by(send_req, from, true, "an ACK") {
+                    return;
+                }
+                let Some(s) = st.reqs.live_send_mut(send_req) else {
+                    st.counters.bad_fragments += 1;
+                    return;
+                };
+                let (off, len) = (send_offset as usize, send_len as usize);
+                if off.checked_add(len).map_or(true, |e| e > s.len) || off < s.first_len {
+                    st.counters.bad_fragments += 1;
+                    st.fail(send_req, ErrClass::Intern, "ACK outside the message");
+                    return;
+                }
+                s.acked = true;
+                s.recv_req = recv_req;
+                s.sched_off = off;
+                s.end_off = off + len;
+                s.put_expect = off - s.first_len;
+                if s.proto == Proto::Rget {
+                    // The receiver declined the get: pipeline instead. If
+                    // the ACK covers only part of the message, the rest
+                    // comes by puts it asked for (a split or striped
+                    // transfer, possibly over other links and not yet
+                    // here): the send then ends only with the receiver's
+                    // FIN.
+                    if off + len < s.len {
+                        s.split = true;
+                    }
+                    s.proto = Proto::Rndv;
+                    if s.rget_open {
+                        s.rget_open = false;
+                        let n = &mut st.rget_out[s.peer as usize];
+                        *n = n.saturating_sub(1);
+                    }
+                }
+                st.actions.push_back(Action::Drive(send_req));
+            }
+            Hdr::Nack {
+                send_req, error, ..
+            } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                if !st.named_by(send_req, from, true, "a NACK") {
+                    return;
+                }
+                let class = match error {
+                    15 => ErrClass::Truncate,
+                    75 => ErrClass::ProcFailed,
+                    _ => ErrClass::Other,
+                };
+                st.fail(send_req, class, "the receiver refused the message");
+            }
+            Hdr::Frag {
+                recv_req, offset, ..
+            } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                if !st.named_by(recv_req, from, false, "a FRAG") {
+                    return;
+                }
+                let Some(rr) = st.reqs.live_recv_mut(recv_req) else {
+                    st.counters.bad_fragments += 1;
+                    return;
+                };
+                let off = offset as usize;
+                if !rr.matched
+                    || off
+                        .checked_add(payload.len())
+                        .map_or(true, |e| e > rr.msg_len)
+                {
+                    st.counters.bad_fragments += 1;
+                    return;
+                }
+                rr.buf.unpack(off, payload);
+                rr.got += payload.len();
+                let peer = rr.peer as usize;
+                st.counters.bytes_received[peer] += payload.len() as u64;
+                st.check_recv_done(recv_req);
+            }
+            Hdr::Put {
+                send_req,
+                recv_req,
+                offset,
+                len,
+                key,
+            } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                if !st.named_by(send_req, from, true, "a PUT request") {
+                    return;
+                }
+                let Some(peer) = from else {
+                    return;
+                };
+                if let Some(s) = st.reqs.live_send_mut(send_req) {
+                    if s.proto == Proto::Rget {
+                        s.split = true;
+                    }
+                }
+                st.actions.push_back(Action::Put(PutAsk {
+                    send_req,
+                    recv_req,
+                    offset: offset as usize,
+                    len: len as usize,
+                    key,
+                    btl: self.btl,
+                    peer,
+                }));
+            }
+            Hdr::Fin {
+                req,
+                size,
+                status,
+                nanos,
+            } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                let is_send = matches!(
+                    st.reqs.get(req),
+                    Some(Req {
+                        kind: Kind::Send(_),
+                        ..
+                    })
+                );
+                if !st.named_by(req, from, is_send, "a FIN") {
+                    return;
+                }
+                match st.reqs.get_mut(req) {
+                    Some(Req {
+                        kind: Kind::Send(s),
+                        done: false,
+                        ..
+                    }) => {
+                        if status != 0 {
+                            st.fail(req, ErrClass::Other, "the receiver's RDMA failed");
+                            return;
+                        }
+                        s.fin = true;
+                        st.check_send_done(req);
+                    }
+                    Some(Req {
+                        kind: Kind::Recv(rr),
+                        done: false,
+                        ..
+                    }) => {
+                        if status != 0 {
+                            st.fail(req, ErrClass::Other, "the sender's RDMA put failed");
+                            return;
+                        }
+                        rr.got += size as usize;
+                        let peer = rr.peer as usize;
+                        st.counters.bytes_received[peer] += size;
+                        if nanos > 0 {
+                            rr.put_ns = nanos;
+                        }
+                        balance_split(rr, &mut st.split_share, &mut st.counters);
+                        st.check_recv_done(req);
+                    }
+                    _ => st.counters.bad_fragments += 1,
+                }
+            }
+            Hdr::Credit { bytes } => {
+                let Some(peer) = st.peer_by_ep(self.btl, ep) else {
+                    return;
+                };
+                let c = &mut st.credits[peer as usize];
+                *c = c.saturating_add(bytes as usize).min(st.cfg.eager_credits);
+            }
+            Hdr::Cancel {
+                send_req,
+                ctx,
+                seq,
+                src,
+                tag,
+            } => {
+                let Some(peer) = st.peer_by_ep(self.btl, ep) else {
+                    return;
+                };
+                let cancelled = st.drop_unmatched_rndv(peer, send_req, ctx, seq, src, tag);
+                st.actions.push_back(Action::Ctl {
+                    peer,
+                    hdr: Hdr::CancelAck {
+                        send_req,
+                        seq,
+                        cancelled,
+                    },
+                });
+            }
+            Hdr::CancelAck {
+                send_req,
+                seq,
+                cancelled,
+            } => {
+                let from = st.peer_by_ep(self.btl, ep);
+                // An answer may come after the send completed (matched
+                // meanwhile): only another peer's live send is an error.
+                if st.serves(send_req, from, true, "a CANCEL answer") != Some(true) {
+                    return;
+                }
+                let Some(q) = st.reqs.get_mut(send_req) else {
+                    st.counters.bad_fragments += 1;
+                    return;
+                };
+                // Only the answer to a CANCEL of this round counts.
+                if let (false, Kind::Send(s)) = (q.done, &mut q.kind) {
+                    if s.cancel != CancelState::Sent || s.seq != seq {
+                        return;
+                    }
+                    s.cancel = CancelState::None;
+                    if cancelled {
+                        q.status.cancelled = true;
+                        st.check_send_done(send_req);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_complete(&mut self, token: Token, result: Result<(), BtlError>) {
+        let st = &mut *self.st;
+        let Some(tok) = st.free_tok(token) else {
+            tracing::warn!(?token, "completion for an unknown token");
+            return;
+        };
+        if let Err(e) = &result {
+            match tok.kind {
+                TokKind::Ctl => return,
+                TokKind::Get(_) => {
+                    st.get_failed(tok.req);
+                    return;
+                }
+                // An ordered put's FIN went behind it already: the send
+                // fails, the receiver hears of the loss from its BTL.
+                TokKind::Put { ordered: true, .. } => {
+                    st.fail_btl(tok.req, e);
+                    return;
+                }
+                TokKind::Put { recv_req, .. } => {
+                    st.put_failed(tok.req, recv_req, e);
+                    return;
+                }
+                _ => {
+                    st.fail_btl(tok.req, e);
+                    return;
+                }
+            }
+        }
+        match tok.kind {
+            TokKind::Ctl => {}
+            TokKind::First => {
+                if let Some(s) = st.reqs.send_mut(tok.req) {
+                    s.first_done = true;
+                }
+                st.check_send_done(tok.req);
+            }
+            TokKind::Frag => {
+                if let Some(s) = st.reqs.send_mut(tok.req) {
+                    s.inflight = s.inflight.saturating_sub(1);
+                    if s.sched_off < s.end_off {
+                        st.actions.push_back(Action::Drive(tok.req));
+                    }
+                }
+                st.check_send_done(tok.req);
+            }
+            TokKind::Get(bytes) => {
+                let Some(rr) = st.reqs.recv_mut(tok.req) else {
+                    return;
+                };
+                rr.got += bytes;
+                st.counters.bytes_received[rr.peer as usize] += bytes as u64;
+                balance_split(rr, &mut st.split_share, &mut st.counters);
+                st.check_recv_done(tok.req);
+            }
+            TokKind::Put {
+                recv_req,
+                len,
+                nanos,
+                ordered,
+            } => {
+                let Some(s) = st.reqs.send_mut(tok.req) else {
+                    return;
+                };
+                s.put_done += len;
+                let peer = s.peer;
+                if !ordered {
+                    st.actions.push_back(Action::Ctl {
+                        peer,
+                        hdr: Hdr::Fin {
+                            req: recv_req,
+                            size: len as u64,
+                            status: 0,
+                            nanos,
+                        },
+                    });
+                }
+                st.check_send_done(tok.req);
+            }
+        }
+    }
+
+    fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
+        if let Some(peer) = self.st.peer_by_ep(self.btl, ep) {
+            self.st.peer_failed(peer, &why.to_string());
+        }
+    }
+
+    fn on_put_refused(&mut self, ep: Endpoint) {
+        if let Some(peer) = self.st.peer_by_ep(self.btl, ep) {
+            self.st.puts_refused(peer);
+        }
+    }
+}
+
+impl State {
+    /// World rank of the sender of a matching header: the communicator's
+    /// rank table, checked against the endpoint it came in on.
+    pub(super) fn peer_of(&mut self, ctx: u16, src: u32, btl: usize, ep: Endpoint) -> Option<u32> {
+        match self.comms.get(usize::from(ctx)).and_then(|c| c.as_ref()) {
+            Some(c) => match c.world.get(src as usize) {
+                Some(&w) => Some(w),
+                None => {
+                    self.counters.bad_fragments += 1;
+                    None
+                }
+            },
+            // Communicator not created here yet: find the peer by endpoint.
+            None => {
+                let p = self.peer_by_ep(btl, ep);
+                if p.is_none() {
+                    self.counters.bad_fragments += 1;
+                }
+                p
+            }
+        }
+    }
+
+    /// A put from `peer` was refused here (a stale or forged key: its data
+    /// was dropped, and its FIN may follow). Which receive it was for is
+    /// not known, so every receive from `peer` taking data by put fails
+    /// (never completes with data that did not arrive). Counted as a bad
+    /// fragment.
+    #[cold]
+    pub(super) fn puts_refused(&mut self, peer: u32) {
+        self.counters.bad_fragments += 1;
+        let waiting = self.reqs.live_where(|kind| {
+            matches!(kind, Kind::Recv(rr) if rr.matched && rr.peer == peer && !rr.regs.is_empty())
+        });
+        for r in waiting {
+            self.fail(r, ErrClass::Intern, "a put of its data was refused here");
+        }
+    }
+
+    pub(super) fn peer_by_ep(&self, btl: usize, ep: Endpoint) -> Option<u32> {
+        let p = *self.ep_peer.get(btl)?.get(ep.0 as usize)?;
+        (p != u32::MAX).then_some(p)
+    }
+
+    /// [`State::serves`], a stale reference counted as a bad fragment too:
+    /// whether the header may act on `r`.
+    pub(super) fn named_by(
+        &mut self,
+        r: ReqRef,
+        from: Option<u32>,
+        send: bool,
+        what: &str,
+    ) -> bool {
+        match self.serves(r, from, send, what) {
+            Some(ok) => ok,
+            None => {
+                self.counters.bad_fragments += 1;
+                false
+            }
+        }
+    }
+
+    /// Whether request `r`, named by a header from world rank `from`, is a
+    /// live send to (`send`) or matched receive from that rank:
+    /// `Some(true)` it is; `Some(false)` it is another peer's (a forged
+    /// reference: a protocol error, counted as a bad fragment and logged
+    /// naming the sender; the header must be dropped); `None` no such live
+    /// request (stale: the caller decides, some answers legitimately come
+    /// late).
+    pub(super) fn serves(
+        &mut self,
+        r: ReqRef,
+        from: Option<u32>,
+        send: bool,
+        what: &str,
+    ) -> Option<bool> {
+        let owner = match self.reqs.get(r) {
+            Some(Req {
+                kind: Kind::Send(s),
+                done: false,
+                ..
+            }) if send => Some(s.peer),
+            Some(Req {
+                kind: Kind::Recv(rr),
+                done: false,
+                ..
+            }) if !send && rr.matched => Some(rr.peer),
+            _ => None,
+        };
+        let owner = owner?;
+        if Some(owner) == from {
+            return Some(true);
+        }
+        tracing::warn!(
+            from = ?from,
+            owner,
+            "protocol error: {what} from rank {from:?} names a request of rank {owner}; dropped"
+        );
+        self.counters.bad_fragments += 1;
+        Some(false)
+    }
+}
