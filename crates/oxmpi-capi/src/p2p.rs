@@ -790,13 +790,21 @@ unsafe fn check_handles(
         // SAFETY: the caller's array of `n` requests.
         let h = unsafe { *reqs.add(i) };
         if h != REQUEST_NULL && t.get(h).is_none() {
-            return Err(Error::new(
-                ErrorClass::Request,
-                format!("invalid request handle {h:#x} at index {i} of {n}"),
-            ));
+            return Err(invalid_handle(h, i, n));
         }
     }
     Ok(())
+}
+
+/// The error of [`check_handles`], out of line (the check is on the hot
+/// path of `MPI_Waitall`; the message is not).
+#[cold]
+#[inline(never)]
+fn invalid_handle(h: usize, i: usize, n: usize) -> Error {
+    Error::new(
+        ErrorClass::Request,
+        format!("invalid request handle {h:#x} at index {i} of {n}"),
+    )
 }
 
 /// `wait_all`'s pass over the handles, under the request table's lock:

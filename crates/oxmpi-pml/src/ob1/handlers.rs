@@ -28,246 +28,60 @@ impl BtlSink for Sink<'_> {
                 return;
             }
         };
+        let (btl, from) = (self.btl, st.peer_by_ep(self.btl, ep));
         match hdr {
-            Hdr::Match(m) => st.on_match(m, payload, self.btl, ep),
-            Hdr::Rndv(h) | Hdr::Rget(h, _) => {
-                let key = match hdr {
-                    Hdr::Rget(_, k) => Some(k),
-                    _ => None,
-                };
-                let Some(peer) = st.peer_of(h.m.ctx, h.m.src, self.btl, ep) else {
-                    return;
-                };
-                if payload.len() as u64 > h.msg_len {
-                    st.counters.bad_fragments += 1;
-                    return;
-                }
-                let credit = if key.is_some() {
-                    0
-                } else {
-                    payload.len() + RNDV_LEN
-                };
-                let slot = st.alloc_unexp(UnexpKind::Rndv { hdr: h, key }, peer, credit);
-                st.arrival(h.m, slot, Some(payload));
-            }
+            Hdr::Match(m) => st.on_match(m, payload, btl, ep),
+            Hdr::Rndv(h) => st.on_rndv(h, None, payload, btl, ep),
+            Hdr::Rget(h, key) => st.on_rndv(h, Some(key), payload, btl, ep),
             Hdr::Ack {
                 send_req,
                 recv_req,
                 send_offset,
                 send_len,
-            } => {
-                let from = st.peer_by_ep(self.btl, ep);
-                if !st.named_by(send_req, from, true, "an ACK") {
-                    return;
-                }
-                let Some(s) = st.reqs.live_send_mut(send_req) else {
-                    st.counters.bad_fragments += 1;
-                    return;
-                };
-                let (off, len) = (send_offset as usize, send_len as usize);
-                if off.checked_add(len).map_or(true, |e| e > s.len) || off < s.first_len {
-                    st.counters.bad_fragments += 1;
-                    st.fail(send_req, ErrClass::Intern, "ACK outside the message");
-                    return;
-                }
-                s.acked = true;
-                s.recv_req = recv_req;
-                s.sched_off = off;
-                s.end_off = off + len;
-                s.put_expect = off - s.first_len;
-                if s.proto == Proto::Rget {
-                    // The receiver declined the get: pipeline instead. If
-                    // the ACK covers only part of the message, the rest
-                    // comes by puts it asked for (a split or striped
-                    // transfer, possibly over other links and not yet
-                    // here): the send then ends only with the receiver's
-                    // FIN.
-                    if off + len < s.len {
-                        s.split = true;
-                    }
-                    s.proto = Proto::Rndv;
-                    if s.rget_open {
-                        s.rget_open = false;
-                        let n = &mut st.rget_out[s.peer as usize];
-                        *n = n.saturating_sub(1);
-                    }
-                }
-                st.actions.push_back(Action::Drive(send_req));
-            }
+            } => st.on_ack(from, send_req, recv_req, send_offset, send_len),
             Hdr::Nack {
                 send_req, error, ..
-            } => {
-                let from = st.peer_by_ep(self.btl, ep);
-                if !st.named_by(send_req, from, true, "a NACK") {
-                    return;
-                }
-                let class = match error {
-                    15 => ErrClass::Truncate,
-                    75 => ErrClass::ProcFailed,
-                    _ => ErrClass::Other,
-                };
-                st.fail(send_req, class, "the receiver refused the message");
-            }
+            } => st.on_nack(from, send_req, error),
             Hdr::Frag {
                 recv_req, offset, ..
-            } => {
-                let from = st.peer_by_ep(self.btl, ep);
-                if !st.named_by(recv_req, from, false, "a FRAG") {
-                    return;
-                }
-                let Some(rr) = st.reqs.live_recv_mut(recv_req) else {
-                    st.counters.bad_fragments += 1;
-                    return;
-                };
-                let off = offset as usize;
-                if !rr.matched
-                    || off
-                        .checked_add(payload.len())
-                        .map_or(true, |e| e > rr.msg_len)
-                {
-                    st.counters.bad_fragments += 1;
-                    return;
-                }
-                rr.buf.unpack(off, payload);
-                rr.got += payload.len();
-                let peer = rr.peer as usize;
-                st.counters.bytes_received[peer] += payload.len() as u64;
-                st.check_recv_done(recv_req);
-            }
+            } => st.on_frag(from, recv_req, offset, payload),
             Hdr::Put {
                 send_req,
                 recv_req,
                 offset,
                 len,
                 key,
-            } => {
-                let from = st.peer_by_ep(self.btl, ep);
-                if !st.named_by(send_req, from, true, "a PUT request") {
-                    return;
-                }
-                let Some(peer) = from else {
-                    return;
-                };
-                if let Some(s) = st.reqs.live_send_mut(send_req) {
-                    if s.proto == Proto::Rget {
-                        s.split = true;
-                    }
-                }
-                st.actions.push_back(Action::Put(PutAsk {
+            } => st.on_put_request(
+                from,
+                PutAsk {
                     send_req,
                     recv_req,
                     offset: offset as usize,
                     len: len as usize,
                     key,
-                    btl: self.btl,
-                    peer,
-                }));
-            }
+                    btl,
+                    peer: from.unwrap_or(u32::MAX),
+                },
+            ),
             Hdr::Fin {
                 req,
                 size,
                 status,
                 nanos,
-            } => {
-                let from = st.peer_by_ep(self.btl, ep);
-                let is_send = matches!(
-                    st.reqs.get(req),
-                    Some(Req {
-                        kind: Kind::Send(_),
-                        ..
-                    })
-                );
-                if !st.named_by(req, from, is_send, "a FIN") {
-                    return;
-                }
-                match st.reqs.get_mut(req) {
-                    Some(Req {
-                        kind: Kind::Send(s),
-                        done: false,
-                        ..
-                    }) => {
-                        if status != 0 {
-                            st.fail(req, ErrClass::Other, "the receiver's RDMA failed");
-                            return;
-                        }
-                        s.fin = true;
-                        st.check_send_done(req);
-                    }
-                    Some(Req {
-                        kind: Kind::Recv(rr),
-                        done: false,
-                        ..
-                    }) => {
-                        if status != 0 {
-                            st.fail(req, ErrClass::Other, "the sender's RDMA put failed");
-                            return;
-                        }
-                        rr.got += size as usize;
-                        let peer = rr.peer as usize;
-                        st.counters.bytes_received[peer] += size;
-                        if nanos > 0 {
-                            rr.put_ns = nanos;
-                        }
-                        balance_split(rr, &mut st.split_share, &mut st.counters);
-                        st.check_recv_done(req);
-                    }
-                    _ => st.counters.bad_fragments += 1,
-                }
-            }
-            Hdr::Credit { bytes } => {
-                let Some(peer) = st.peer_by_ep(self.btl, ep) else {
-                    return;
-                };
-                let c = &mut st.credits[peer as usize];
-                *c = c.saturating_add(bytes as usize).min(st.cfg.eager_credits);
-            }
+            } => st.on_fin(from, req, size, status, nanos),
+            Hdr::Credit { bytes } => st.on_credit(from, bytes),
             Hdr::Cancel {
                 send_req,
                 ctx,
                 seq,
                 src,
                 tag,
-            } => {
-                let Some(peer) = st.peer_by_ep(self.btl, ep) else {
-                    return;
-                };
-                let cancelled = st.drop_unmatched_rndv(peer, send_req, ctx, seq, src, tag);
-                st.actions.push_back(Action::Ctl {
-                    peer,
-                    hdr: Hdr::CancelAck {
-                        send_req,
-                        seq,
-                        cancelled,
-                    },
-                });
-            }
+            } => st.on_cancel(from, send_req, ctx, seq, src, tag),
             Hdr::CancelAck {
                 send_req,
                 seq,
                 cancelled,
-            } => {
-                let from = st.peer_by_ep(self.btl, ep);
-                // An answer may come after the send completed (matched
-                // meanwhile): only another peer's live send is an error.
-                if st.serves(send_req, from, true, "a CANCEL answer") != Some(true) {
-                    return;
-                }
-                let Some(q) = st.reqs.get_mut(send_req) else {
-                    st.counters.bad_fragments += 1;
-                    return;
-                };
-                // Only the answer to a CANCEL of this round counts.
-                if let (false, Kind::Send(s)) = (q.done, &mut q.kind) {
-                    if s.cancel != CancelState::Sent || s.seq != seq {
-                        return;
-                    }
-                    s.cancel = CancelState::None;
-                    if cancelled {
-                        q.status.cancelled = true;
-                        st.check_send_done(send_req);
-                    }
-                }
-            }
+            } => st.on_cancel_ack(from, send_req, seq, cancelled),
         }
     }
 
@@ -466,5 +280,237 @@ impl State {
         );
         self.counters.bad_fragments += 1;
         Some(false)
+    }
+}
+
+/// One handler per header kind (`from`: the world rank of the sender, when
+/// its endpoint is known).
+impl State {
+    /// RNDV or RGET (`key`): a rendezvous arrives, its first bytes with it.
+    fn on_rndv(
+        &mut self,
+        h: RndvHdr,
+        key: Option<RemoteKey>,
+        payload: &[u8],
+        btl: usize,
+        ep: Endpoint,
+    ) {
+        let Some(peer) = self.peer_of(h.m.ctx, h.m.src, btl, ep) else {
+            return;
+        };
+        if payload.len() as u64 > h.msg_len {
+            self.counters.bad_fragments += 1;
+            return;
+        }
+        let credit = if key.is_some() {
+            0
+        } else {
+            payload.len() + RNDV_LEN
+        };
+        let slot = self.alloc_unexp(UnexpKind::Rndv { hdr: h, key }, peer, credit);
+        self.arrival(h.m, slot, Some(payload));
+    }
+
+    /// ACK: the receiver matched our rendezvous and asks for
+    /// `[send_offset, send_offset + send_len)` by the send/receive pipeline.
+    fn on_ack(
+        &mut self,
+        from: Option<u32>,
+        send_req: ReqRef,
+        recv_req: ReqRef,
+        send_offset: u64,
+        send_len: u64,
+    ) {
+        if !self.named_by(send_req, from, true, "an ACK") {
+            return;
+        }
+        let Some(s) = self.reqs.live_send_mut(send_req) else {
+            self.counters.bad_fragments += 1;
+            return;
+        };
+        let (off, len) = (send_offset as usize, send_len as usize);
+        if off.checked_add(len).map_or(true, |e| e > s.len) || off < s.first_len {
+            self.counters.bad_fragments += 1;
+            self.fail(send_req, ErrClass::Intern, "ACK outside the message");
+            return;
+        }
+        s.acked = true;
+        s.recv_req = recv_req;
+        s.sched_off = off;
+        s.end_off = off + len;
+        s.put_expect = off - s.first_len;
+        if s.proto == Proto::Rget {
+            // The receiver declined the get: pipeline instead. If the ACK
+            // covers only part of the message, the rest comes by puts it
+            // asked for (a split or striped transfer, possibly over other
+            // links and not yet here): the send then ends only with the
+            // receiver's FIN.
+            if off + len < s.len {
+                s.split = true;
+            }
+            s.proto = Proto::Rndv;
+            if s.rget_open {
+                s.rget_open = false;
+                let n = &mut self.rget_out[s.peer as usize];
+                *n = n.saturating_sub(1);
+            }
+        }
+        self.actions.push_back(Action::Drive(send_req));
+    }
+
+    /// NACK: the receiver refused our message (`error`: its class).
+    fn on_nack(&mut self, from: Option<u32>, send_req: ReqRef, error: i32) {
+        if !self.named_by(send_req, from, true, "a NACK") {
+            return;
+        }
+        let class = match error {
+            15 => ErrClass::Truncate,
+            75 => ErrClass::ProcFailed,
+            _ => ErrClass::Other,
+        };
+        self.fail(send_req, class, "the receiver refused the message");
+    }
+
+    /// FRAG: a piece of the send/receive pipeline, at `offset`.
+    fn on_frag(&mut self, from: Option<u32>, recv_req: ReqRef, offset: u64, payload: &[u8]) {
+        if !self.named_by(recv_req, from, false, "a FRAG") {
+            return;
+        }
+        let Some(rr) = self.reqs.live_recv_mut(recv_req) else {
+            self.counters.bad_fragments += 1;
+            return;
+        };
+        let off = offset as usize;
+        if !rr.matched
+            || off
+                .checked_add(payload.len())
+                .map_or(true, |e| e > rr.msg_len)
+        {
+            self.counters.bad_fragments += 1;
+            return;
+        }
+        rr.buf.unpack(off, payload);
+        rr.got += payload.len();
+        let peer = rr.peer as usize;
+        self.counters.bytes_received[peer] += payload.len() as u64;
+        self.check_recv_done(recv_req);
+    }
+
+    /// PUT: the receiver asks for a range of our send by RDMA put.
+    fn on_put_request(&mut self, from: Option<u32>, ask: PutAsk) {
+        if !self.named_by(ask.send_req, from, true, "a PUT request") {
+            return;
+        }
+        if let Some(s) = self.reqs.live_send_mut(ask.send_req) {
+            if s.proto == Proto::Rget {
+                s.split = true;
+            }
+        }
+        self.actions.push_back(Action::Put(ask));
+    }
+
+    /// FIN: the other side's RDMA into our buffer (a receive) or out of it
+    /// (a send) is done, with `status` 0, or failed.
+    fn on_fin(&mut self, from: Option<u32>, req: ReqRef, size: u64, status: i32, nanos: u32) {
+        let is_send = matches!(
+            self.reqs.get(req),
+            Some(Req {
+                kind: Kind::Send(_),
+                ..
+            })
+        );
+        if !self.named_by(req, from, is_send, "a FIN") {
+            return;
+        }
+        match self.reqs.get_mut(req) {
+            Some(Req {
+                kind: Kind::Send(s),
+                done: false,
+                ..
+            }) => {
+                if status != 0 {
+                    self.fail(req, ErrClass::Other, "the receiver's RDMA failed");
+                    return;
+                }
+                s.fin = true;
+                self.check_send_done(req);
+            }
+            Some(Req {
+                kind: Kind::Recv(rr),
+                done: false,
+                ..
+            }) => {
+                if status != 0 {
+                    self.fail(req, ErrClass::Other, "the sender's RDMA put failed");
+                    return;
+                }
+                rr.got += size as usize;
+                let peer = rr.peer as usize;
+                self.counters.bytes_received[peer] += size;
+                if nanos > 0 {
+                    rr.put_ns = nanos;
+                }
+                balance_split(rr, &mut self.split_share, &mut self.counters);
+                self.check_recv_done(req);
+            }
+            _ => self.counters.bad_fragments += 1,
+        }
+    }
+
+    /// CREDIT: the peer consumed `bytes` of our eager sends.
+    fn on_credit(&mut self, from: Option<u32>, bytes: u64) {
+        let Some(peer) = from else {
+            return;
+        };
+        let c = &mut self.credits[peer as usize];
+        *c = c.saturating_add(bytes as usize).min(self.cfg.eager_credits);
+    }
+
+    /// CANCEL: the sender cancels a rendezvous it sent us; we answer
+    /// whether it was still unmatched (and is now gone).
+    fn on_cancel(
+        &mut self,
+        from: Option<u32>,
+        send_req: ReqRef,
+        ctx: u16,
+        seq: u16,
+        src: u32,
+        tag: i32,
+    ) {
+        let Some(peer) = from else {
+            return;
+        };
+        let cancelled = self.drop_unmatched_rndv(peer, send_req, ctx, seq, src, tag);
+        self.actions.push_back(Action::Ctl {
+            peer,
+            hdr: Hdr::CancelAck {
+                send_req,
+                seq,
+                cancelled,
+            },
+        });
+    }
+
+    /// CANCEL_ACK: the answer to our CANCEL.
+    fn on_cancel_ack(&mut self, from: Option<u32>, send_req: ReqRef, seq: u16, cancelled: bool) {
+        // An answer may come after the send completed (matched meanwhile):
+        // only another peer's live send is an error.
+        if self.serves(send_req, from, true, "a CANCEL answer") != Some(true) {
+            return;
+        }
+        let Some(q) = self.reqs.get_mut(send_req) else {
+            return;
+        };
+        // Only the answer to a CANCEL of this round counts.
+        if let (false, Kind::Send(s)) = (q.done, &mut q.kind) {
+            if s.cancel != CancelState::Sent || s.seq != seq {
+                return;
+            }
+            s.cancel = CancelState::None;
+            if cancelled {
+                q.status.cancelled = true;
+                self.check_send_done(send_req);
+            }
+        }
     }
 }

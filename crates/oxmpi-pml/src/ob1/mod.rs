@@ -51,6 +51,8 @@ use crate::hdr::{
 use crate::rcache::{Rcache, RcacheStats, RegRef};
 use smallvec::SmallVec;
 
+mod bml;
+mod bsend;
 mod failure;
 mod handlers;
 mod rdma;
@@ -58,6 +60,7 @@ mod recv;
 mod req;
 mod sched;
 mod send;
+mod small;
 mod state;
 
 use failure::*;
@@ -354,93 +357,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         if me as usize >= n {
             return Err(err(ErrClass::Rank, format!("rank {me} of {n} ranks")));
         }
+        let mut bml = bml::build(&mut btls, peers);
+        let btls = bml::close_unused(btls, &mut bml);
         let limits: Vec<Limits> = btls.iter().map(|b| *b.limits()).collect();
         let caps: Vec<Caps> = btls.iter().map(|b| b.caps()).collect();
-        let mut bml = Vec::with_capacity(n);
-        for (rank, p) in peers.iter().enumerate() {
-            let mut reach = Vec::new();
-            for (i, b) in btls.iter_mut().enumerate() {
-                let info = PeerInfo {
-                    rank: rank as u32,
-                    local: p.local,
-                    card: p.cards.get(i).and_then(|c| c.as_deref()),
-                };
-                match b.add_peer(&info) {
-                    Ok(Some(ep)) => reach.push((i, ep)),
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::debug!(btl = b.name(), rank, "add_peer: {e}");
-                    }
-                }
-            }
-            let mut eps = PeerEps::default();
-            if let Some(best) = reach.iter().map(|&(i, _)| limits[i].exclusivity).max() {
-                let mut top: Vec<(usize, Endpoint)> = reach
-                    .iter()
-                    .copied()
-                    .filter(|&(i, _)| limits[i].exclusivity == best)
-                    .collect();
-                top.sort_by_key(|&(i, _)| limits[i].latency);
-                eps.eager = top.first().copied();
-                eps.send = top.clone();
-                eps.rdma = top
-                    .iter()
-                    .copied()
-                    .filter(|&(i, _)| caps[i].contains(Caps::PUT) || caps[i].contains(Caps::GET))
-                    .collect();
-                eps.rdma
-                    .sort_by_key(|&(i, _)| std::cmp::Reverse(limits[i].bandwidth));
-            }
-            bml.push(eps);
-        }
-        // Modules that no peer uses are closed, as Open MPI unloads them: an
-        // idle module would still be polled (for TCP, a system call).
-        let used: Vec<bool> = (0..btls.len())
-            .map(|i| {
-                bml.iter().any(|e: &PeerEps| {
-                    e.eager.is_some_and(|(b, _)| b == i)
-                        || e.send.iter().chain(&e.rdma).any(|&(b, _)| b == i)
-                })
-            })
-            .collect();
-        if used.iter().any(|u| !u) {
-            let mut remap = vec![usize::MAX; btls.len()];
-            let mut kept = Vec::with_capacity(btls.len());
-            for (i, b) in btls.into_iter().enumerate() {
-                if used[i] {
-                    remap[i] = kept.len();
-                    kept.push(b);
-                } else {
-                    tracing::debug!(btl = b.name(), "closed: no peer uses it");
-                }
-            }
-            btls = kept;
-            let fix = |l: &mut Vec<(usize, Endpoint)>| {
-                for (b, _) in l.iter_mut() {
-                    *b = remap[*b];
-                }
-            };
-            for e in &mut bml {
-                if let Some((b, _)) = &mut e.eager {
-                    *b = remap[*b];
-                }
-                fix(&mut e.send);
-                fix(&mut e.rdma);
-            }
-        }
-        let limits: Vec<Limits> = btls.iter().map(|b| *b.limits()).collect();
-        let caps: Vec<Caps> = btls.iter().map(|b| b.caps()).collect();
-        let mut ep_peer = vec![Vec::new(); btls.len()];
-        for (peer, e) in bml.iter().enumerate() {
-            for &(b, ep) in e.eager.iter().chain(&e.send).chain(&e.rdma) {
-                let owners: &mut Vec<u32> = &mut ep_peer[b];
-                let i = ep.0 as usize;
-                if owners.len() <= i {
-                    owners.resize(i + 1, u32::MAX);
-                }
-                owners[i] = peer as u32;
-            }
-        }
+        let ep_peer = bml::endpoint_owners(&bml, btls.len());
         let credits = vec![cfg.eager_credits; n];
         let rcache = Rcache::new(btls.len(), cfg.leave_pinned, cfg.rcache_max_entries);
         let nbtls = btls.len();

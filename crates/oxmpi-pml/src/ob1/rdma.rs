@@ -119,180 +119,262 @@ pub(super) fn weighted_shares(lo: usize, hi: usize, weights: &[u64]) -> Stripes<
     out
 }
 
+/// What a receive knows of the rendezvous it matched.
+pub(super) struct MatchedRndv {
+    pub(super) peer: u32,
+    /// The sender's key (RGET), if it offered one.
+    pub(super) key: Option<RemoteKey>,
+    pub(super) flags: RndvFlags,
+    /// The receive buffer, when contiguous.
+    pub(super) region: Option<MemRegion>,
+    /// Whether the whole message fits the buffer.
+    pub(super) fits: bool,
+    pub(super) send_req: ReqRef,
+    /// Bytes that came with the rendezvous header.
+    pub(super) first: usize,
+    pub(super) msg_len: usize,
+}
+
+/// The receiver's protocol for a matched rendezvous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RndvPlan {
+    /// GET from the sender with this RDMA BTL (RGET offered, contiguous
+    /// buffer that fits, a BTL that can GET).
+    Get(usize),
+    /// The sender PUTs the middle with this RDMA BTL (PIN offered,
+    /// contiguous buffer that fits, a BTL that can PUT, data beyond the
+    /// first fragment); the send/receive pipeline if that cannot start.
+    Put(usize),
+    /// The send/receive pipeline: ACK the rest.
+    Pipeline,
+}
+
+impl RndvPlan {
+    /// Seed 000's receiver side, in one place: the first RDMA BTL to the
+    /// sender decides between GET and PUT; anything else pipelines.
+    pub(super) fn choose(st: &State, m: &MatchedRndv) -> RndvPlan {
+        let Some(&(b, _)) = st.bml[m.peer as usize].rdma.first() else {
+            return RndvPlan::Pipeline;
+        };
+        if m.region.is_none() || !m.fits {
+            return RndvPlan::Pipeline;
+        }
+        if m.key.is_some() && st.caps[b].contains(Caps::GET) {
+            return RndvPlan::Get(b);
+        }
+        if m.flags.has(RndvFlags::PIN) && st.caps[b].contains(Caps::PUT) && m.msg_len > m.first {
+            return RndvPlan::Put(b);
+        }
+        RndvPlan::Pipeline
+    }
+}
+
+impl State {
+    /// What the matched receive `r` knows of its rendezvous; `None` when it
+    /// is not a live receive of a rendezvous.
+    pub(super) fn matched_rndv(&mut self, r: ReqRef) -> Option<MatchedRndv> {
+        let peer = self.reqs.live_recv_mut(r)?.peer;
+        let (key, flags) = self.unexp_rndv_info(r)?;
+        let rr = self.reqs.recv_mut(r)?;
+        Some(MatchedRndv {
+            peer,
+            key,
+            flags,
+            region: rr.buf.contig(),
+            fits: rr.msg_len <= rr.buf.len(),
+            send_req: rr.send_req,
+            first: rr.got,
+            msg_len: rr.msg_len,
+        })
+    }
+}
+
 impl<B: ?Sized + Btl> Ob1<B> {
     /// The receiver's decision on a matched RNDV or RGET (seed 000: the
-    /// sender proposes, the receiver decides).
+    /// sender proposes, the receiver decides), made in one place
+    /// ([`RndvPlan::choose`]) and carried out: a GET (RGET into a
+    /// contiguous buffer that fits), the RDMA pipeline or direct put (RNDV
+    /// with PIN), else the send/receive pipeline, which is also every
+    /// fallback.
     pub(super) fn rndv_matched(&mut self, r: ReqRef) {
-        let Self { btls, st, .. } = self;
-        let min_direct;
-        let Some(rr) = st.reqs.live_recv_mut(r) else {
+        let Some(m) = self.st.matched_rndv(r) else {
             return;
         };
-        let peer = rr.peer;
-        let (key, flags) = match st.unexp_rndv_info(r) {
-            Some(x) => x,
-            None => return,
-        };
-        let Some(rr) = st.reqs.recv_mut(r) else {
-            return;
-        };
-        let contig = rr.buf.contig();
-        let fits = rr.msg_len <= rr.buf.len();
-        let rdma = st.bml[peer as usize].rdma.first().copied();
-        let send_req = rr.send_req;
-        let first = rr.got;
-        let msg_len = rr.msg_len;
-        if let (Some(_key), Some(region), true, Some((b, _))) = (key, contig, fits, rdma) {
-            if st.caps[b].contains(Caps::GET) {
-                st.counters.rdma_get += 1;
-                rr.fin_owed = true;
-                // The parts others copy, by PUT from the sender: the share of
-                // each other RDMA BTL (striping by bandwidth weight), and
-                // part of our own share when the sender has a core to spare
-                // (it is not itself getting from us), so both copy at once;
-                // the part follows the measured speed of the two copies
-                // (`split_share`, even halves until measured or when
-                // `pml_ob1_rdma_split_balance` is off).
-                let mut parts: Stripes<(usize, usize, usize)> = Stripes::new();
-                let mut get_end = msg_len;
-                let stripes = st.stripes(peer, b, Caps::PUT);
-                if stripes.len() > 1 && msg_len >= STRIPE_MIN {
-                    // Our BTL's share (the first, from 0) is ours to get.
-                    let shares = st.stripe_shares(&stripes, 0, msg_len);
-                    get_end = shares[0].2;
-                    parts.extend(shares[1..].iter().copied().filter(|p| p.2 > p.1));
-                }
-                let split_min = st.cfg.rdma_split_min;
-                // (With balancing off no split is timed, so the share stays
-                // at half.)
-                let at = (split_min > 0
-                    && get_end >= split_min.max(128)
-                    && st.caps[b].contains(Caps::PUT)
-                    && st.rget_out[peer as usize] == 0)
-                    .then(|| split_point(get_end, st.split_share[peer as usize]))
-                    .flatten();
-                let split = at.is_some();
-                if let Some(h) = at {
-                    parts.push((b, h, get_end));
-                    get_end = h;
-                }
-                if !parts.is_empty() {
-                    if let Some(keys) = st.register_all(btls, &parts, region, msg_len, r) {
-                        if split {
-                            st.counters.rdma_split += 1;
-                        }
-                        if parts.iter().any(|&(bi, _, _)| bi != b) {
-                            st.counters.rdma_striped += 1;
-                        }
-                        let Some(rr) = st.reqs.recv_mut(r) else {
-                            return;
-                        };
-                        rr.split = get_end;
-                        rr.balance = split && parts.len() == 1 && st.cfg.rdma_split_balance;
-                        rr.get_ns = 0;
-                        rr.put_ns = 0;
-                        for (&(bi, lo, hi), key) in parts.iter().zip(keys) {
-                            st.actions.push_back(Action::CtlVia {
-                                peer,
-                                btl: bi,
-                                hdr: Hdr::Put {
-                                    send_req,
-                                    recv_req: r,
-                                    offset: lo as u64,
-                                    len: (hi - lo) as u64,
-                                    key,
-                                },
-                            });
-                        }
-                    }
-                }
-                st.actions.push_back(Action::Get(r));
-                return;
-            }
-        }
-        if let (true, Some(region), true, Some((b, _))) =
-            (flags.has(RndvFlags::PIN), contig, fits, rdma)
-        {
-            if st.caps[b].contains(Caps::PUT) && msg_len > first {
-                let lim = st.limits[b];
-                min_direct = lim.min_rdma_pipeline_size;
-                let rest = msg_len - first;
-                let tail = lim.rdma_pipeline_send_length.min(rest);
-                let middle = rest - tail;
-                if middle > 0 {
-                    // Striped over the RDMA BTLs by bandwidth weight; each
-                    // BTL's share in its own fragment size when pipelined.
-                    let mut stripes = st.stripes(peer, b, Caps::PUT);
-                    if middle < STRIPE_MIN {
-                        stripes.truncate(1);
-                    }
-                    let mut parts = st.stripe_shares(&stripes, first, first + middle);
-                    parts.retain(|p| p.2 > p.1);
-                    if let Some(keys) = st.register_all(btls, &parts, region, msg_len, r) {
-                        st.actions.push_back(Action::Ctl {
-                            peer,
-                            hdr: Hdr::Ack {
-                                send_req,
-                                recv_req: r,
-                                send_offset: (msg_len - tail) as u64,
-                                send_len: tail as u64,
-                            },
-                        });
-                        if tail > 0 {
-                            st.counters.send_pipeline += 1;
-                        }
-                        let direct = middle <= min_direct;
-                        if direct {
-                            st.counters.rdma_put += 1;
-                        } else {
-                            st.counters.rdma_pipeline += 1;
-                        }
-                        if parts.len() > 1 {
-                            st.counters.rdma_striped += 1;
-                        }
-                        for (&(bi, lo, hi), key) in parts.iter().zip(keys) {
-                            let chunk = if direct {
-                                hi - lo
-                            } else {
-                                st.limits[bi].rdma_pipeline_frag_size.max(1)
-                            };
-                            let mut off = lo;
-                            while off < hi {
-                                let len = chunk.min(hi - off);
-                                st.actions.push_back(Action::CtlVia {
-                                    peer,
-                                    btl: bi,
-                                    hdr: Hdr::Put {
-                                        send_req,
-                                        recv_req: r,
-                                        offset: off as u64,
-                                        len: len as u64,
-                                        key,
-                                    },
-                                });
-                                off += len;
-                            }
-                        }
-                        return;
-                    }
+        match RndvPlan::choose(&self.st, &m) {
+            RndvPlan::Get(b) => return self.start_rget(r, b, &m),
+            RndvPlan::Put(b) => {
+                if self.start_rdma_put(r, b, &m) {
+                    return;
                 }
             }
+            RndvPlan::Pipeline => {}
         }
-        if key.is_some() || flags.has(RndvFlags::PIN) {
+        let st = &mut self.st;
+        if m.key.is_some() || m.flags.has(RndvFlags::PIN) {
             st.counters.receiver_fallback += 1;
         }
-        if msg_len > first {
+        if m.msg_len > m.first {
             st.counters.send_pipeline += 1;
         }
         st.actions.push_back(Action::Ctl {
-            peer,
+            peer: m.peer,
             hdr: Hdr::Ack {
-                send_req,
+                send_req: m.send_req,
                 recv_req: r,
-                send_offset: first as u64,
-                send_len: (msg_len - first) as u64,
+                send_offset: m.first as u64,
+                send_len: (m.msg_len - m.first) as u64,
             },
         });
+    }
+
+    /// RGET: we get our share with our RDMA BTL `b`; the parts others copy
+    /// are asked of the sender by PUT: the share of each other RDMA BTL
+    /// (striping by bandwidth weight), and part of our own share when the
+    /// sender has a core to spare (it is not itself getting from us), so
+    /// both copy at once; the part follows the measured speed of the two
+    /// copies (`split_share`, even halves until measured or when
+    /// `pml_ob1_rdma_split_balance` is off).
+    fn start_rget(&mut self, r: ReqRef, b: usize, m: &MatchedRndv) {
+        let Self { btls, st, .. } = self;
+        let (peer, msg_len) = (m.peer, m.msg_len);
+        let Some(region) = m.region else {
+            return;
+        };
+        st.counters.rdma_get += 1;
+        if let Some(rr) = st.reqs.recv_mut(r) {
+            rr.fin_owed = true;
+        }
+        let mut parts: Stripes<(usize, usize, usize)> = Stripes::new();
+        let mut get_end = msg_len;
+        let stripes = st.stripes(peer, b, Caps::PUT);
+        if stripes.len() > 1 && msg_len >= STRIPE_MIN {
+            // Our BTL's share (the first, from 0) is ours to get.
+            let shares = st.stripe_shares(&stripes, 0, msg_len);
+            get_end = shares[0].2;
+            parts.extend(shares[1..].iter().copied().filter(|p| p.2 > p.1));
+        }
+        let split_min = st.cfg.rdma_split_min;
+        // (With balancing off no split is timed, so the share stays at half.)
+        let at = (split_min > 0
+            && get_end >= split_min.max(128)
+            && st.caps[b].contains(Caps::PUT)
+            && st.rget_out[peer as usize] == 0)
+            .then(|| split_point(get_end, st.split_share[peer as usize]))
+            .flatten();
+        let split = at.is_some();
+        if let Some(h) = at {
+            parts.push((b, h, get_end));
+            get_end = h;
+        }
+        if !parts.is_empty() {
+            if let Some(keys) = st.register_all(btls, &parts, region, msg_len, r) {
+                if split {
+                    st.counters.rdma_split += 1;
+                }
+                if parts.iter().any(|&(bi, _, _)| bi != b) {
+                    st.counters.rdma_striped += 1;
+                }
+                let Some(rr) = st.reqs.recv_mut(r) else {
+                    return;
+                };
+                rr.split = get_end;
+                rr.balance = split && parts.len() == 1 && st.cfg.rdma_split_balance;
+                rr.get_ns = 0;
+                rr.put_ns = 0;
+                for (&(bi, lo, hi), key) in parts.iter().zip(keys) {
+                    st.actions.push_back(Action::CtlVia {
+                        peer,
+                        btl: bi,
+                        hdr: Hdr::Put {
+                            send_req: m.send_req,
+                            recv_req: r,
+                            offset: lo as u64,
+                            len: (hi - lo) as u64,
+                            key,
+                        },
+                    });
+                }
+            }
+        }
+        st.actions.push_back(Action::Get(r));
+    }
+
+    /// RNDV with PIN into a contiguous buffer that fits, over RDMA BTL `b`:
+    /// the middle of the message by PUTs the sender is asked for (one PUT
+    /// per BTL when it is at most `min_rdma_pipeline_size`: RDMA direct
+    /// put; else the RDMA pipeline, in each BTL's fragment size), striped
+    /// over the RDMA BTLs by bandwidth weight; the tail by the send/receive
+    /// pipeline (the ACK). `false` when there is no middle, or its
+    /// registration failed: the caller falls back to the send/receive
+    /// pipeline.
+    fn start_rdma_put(&mut self, r: ReqRef, b: usize, m: &MatchedRndv) -> bool {
+        let Self { btls, st, .. } = self;
+        let (peer, msg_len, first) = (m.peer, m.msg_len, m.first);
+        let Some(region) = m.region else {
+            return false;
+        };
+        let lim = st.limits[b];
+        let min_direct = lim.min_rdma_pipeline_size;
+        let rest = msg_len - first;
+        let tail = lim.rdma_pipeline_send_length.min(rest);
+        let middle = rest - tail;
+        if middle == 0 {
+            return false;
+        }
+        let mut stripes = st.stripes(peer, b, Caps::PUT);
+        if middle < STRIPE_MIN {
+            stripes.truncate(1);
+        }
+        let mut parts = st.stripe_shares(&stripes, first, first + middle);
+        parts.retain(|p| p.2 > p.1);
+        let Some(keys) = st.register_all(btls, &parts, region, msg_len, r) else {
+            return false;
+        };
+        st.actions.push_back(Action::Ctl {
+            peer,
+            hdr: Hdr::Ack {
+                send_req: m.send_req,
+                recv_req: r,
+                send_offset: (msg_len - tail) as u64,
+                send_len: tail as u64,
+            },
+        });
+        if tail > 0 {
+            st.counters.send_pipeline += 1;
+        }
+        let direct = middle <= min_direct;
+        if direct {
+            st.counters.rdma_put += 1;
+        } else {
+            st.counters.rdma_pipeline += 1;
+        }
+        if parts.len() > 1 {
+            st.counters.rdma_striped += 1;
+        }
+        for (&(bi, lo, hi), key) in parts.iter().zip(keys) {
+            let chunk = if direct {
+                hi - lo
+            } else {
+                st.limits[bi].rdma_pipeline_frag_size.max(1)
+            };
+            let mut off = lo;
+            while off < hi {
+                let len = chunk.min(hi - off);
+                st.actions.push_back(Action::CtlVia {
+                    peer,
+                    btl: bi,
+                    hdr: Hdr::Put {
+                        send_req: m.send_req,
+                        recv_req: r,
+                        offset: off as u64,
+                        len: len as u64,
+                        key,
+                    },
+                });
+                off += len;
+            }
+        }
+        true
     }
 
     pub(super) fn issue_get(&mut self, r: ReqRef) {

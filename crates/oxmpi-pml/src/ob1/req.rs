@@ -131,6 +131,24 @@ pub(super) struct Req {
     pub(super) kind: Kind,
 }
 
+impl SendReq {
+    /// Clears what a previous start left (a persistent send restarts).
+    pub(super) fn reset_for_start(&mut self) {
+        self.first_sent = false;
+        self.first_done = false;
+        self.acked = false;
+        self.fin = false;
+        self.sched_off = 0;
+        self.end_off = 0;
+        self.inflight = 0;
+        self.put_expect = 0;
+        self.put_done = 0;
+        self.credit = 0;
+        self.split = false;
+        self.cancel = CancelState::None;
+    }
+}
+
 impl Req {
     /// Whether this active request can only complete once a matching call
     /// is made that may never be: a receive nothing matched, or a

@@ -43,23 +43,41 @@ pub(super) fn frag_refused(st: &mut State, r: ReqRef, e: &BtlError) -> Option<Se
     None
 }
 
-/// Builds a descriptor of header `hdr` followed by message bytes
-/// `[off, off + len)` of `buf` (referenced in place when `inplace` and the
-/// buffer is contiguous, packed otherwise) and sends it with a token for
-/// request `r`. Returns the outcome; `None` when the BTL refused (the
-/// request is queued for a retry from progress) or failed (the request is
-/// failed): the caller then stops.
-#[allow(clippy::too_many_arguments)]
+/// One fragment of a send: header `hdr` followed by message bytes
+/// `[off, off + len)` of `buf`, to `ep` with active-message `tag`, its
+/// completion a token of `kind`.
+pub(super) struct Frag<'a> {
+    pub(super) ep: Endpoint,
+    pub(super) tag: AmTag,
+    pub(super) kind: TokKind,
+    pub(super) hdr: &'a [u8],
+    pub(super) buf: &'a Buffer,
+    pub(super) off: usize,
+    pub(super) len: usize,
+    /// Reference the data in place when the buffer is contiguous.
+    pub(super) inplace: bool,
+}
+
+/// Sends fragment `f` of request `r` (its data in place when it can, else
+/// packed into the BTL's memory or a descriptor). Returns the outcome;
+/// `None` when the BTL refused (the request is queued for a retry from
+/// progress) or failed (the request is failed): the caller then stops.
 pub(super) fn send_frag<B: ?Sized + Btl>(
     btl: &mut B,
     st: &mut State,
     r: ReqRef,
-    (ep, tag, kind): (Endpoint, AmTag, TokKind),
-    hdr: &[u8],
-    buf: &Buffer,
-    (off, len): (usize, usize),
-    inplace: bool,
+    f: &Frag<'_>,
 ) -> Option<SendOutcome> {
+    let Frag {
+        ep,
+        tag,
+        kind,
+        hdr,
+        buf,
+        off,
+        len,
+        inplace,
+    } = *f;
     if !(inplace && buf.contig().is_some()) {
         // Packed: straight into the BTL's memory where it can.
         let mut pack = |out: &mut [u8]| {
@@ -197,132 +215,6 @@ impl<B: ?Sized + Btl> Ob1<B> {
         Ok(ReqId::of(r))
     }
 
-    /// A standard or ready send of a small contiguous message, straight
-    /// into the eager BTL (seed 000's immediate send) with no request: the
-    /// byte count when sent, `None` when the message does not qualify now
-    /// (the caller takes the request path).
-    #[inline(always)]
-    pub(super) fn sendi(
-        &mut self,
-        buf: &Buffer,
-        dst: u32,
-        tag: i32,
-        ctx: u16,
-        mode: SendMode,
-    ) -> Option<usize> {
-        if !matches!(mode, SendMode::Standard | SendMode::Ready) {
-            return None;
-        }
-        let region = buf.contig()?;
-        self.sendi_bytes(region.read(), dst, tag, ctx)
-            .then_some(region.len())
-    }
-
-    /// A standard (or ready) send of `data` to rank `dst` of communicator
-    /// `ctx`, straight into the eager BTL (seed 000's immediate send): whether it
-    /// went, complete, with no request. False sends nothing (not small
-    /// enough, no room, no such communicator or rank, protocol work
-    /// waiting ahead of it): the caller takes [`Ob1::isend`], which
-    /// reports any error. Its sequence number is taken only once the BTL
-    /// accepted the bytes.
-    #[inline(always)]
-    pub fn sendi_bytes(&mut self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
-        let Self { btls, st, .. } = self;
-        let len = data.len();
-        let wire = len + MATCH_LEN;
-        if len > st.cfg.sendi_limit {
-            return false;
-        }
-        let Some((me, p, b, ep)) = st.eager_now_route(len, dst, ctx) else {
-            return false;
-        };
-        let lim = &st.limits[b];
-        if !st.caps[b].contains(Caps::SENDI) || wire > lim.max_sendi_size.min(lim.eager_limit) {
-            return false;
-        }
-        let Some(slot) = st.seq.slot(u32::from(ctx), dst) else {
-            return false;
-        };
-        let m = MatchHdr {
-            ctx,
-            seq: *slot,
-            src: me,
-            tag,
-        };
-        if !btls[b].sendi_hdr(ep, HdrType::Match.am_tag(), &m.to_bytes(), data) {
-            // Out of room, or a failure the request path reports properly.
-            return false;
-        }
-        *slot = slot.wrapping_add(1);
-        st.credits[p] -= wire;
-        st.counters.eager_sendi += 1;
-        st.counters.bytes_sent[p] += len as u64;
-        true
-    }
-
-    /// An eager send above the immediate-send limit, prepared (in place)
-    /// or copied into a descriptor as `send_frag` does, on a BTL whose
-    /// `send` is done on return ([`Caps::SEND_DONE`]): sent and complete
-    /// inside the call, with no request (as [`Ob1::sendi`], whose
-    /// conditions it shares). `None` leaves everything for the request path.
-    /// (The two stay apart: one generic function for both, tried, cost the
-    /// immediate path 16 instructions per message pair in `api_hot_path`.)
-    #[inline(never)]
-    pub(crate) fn send_eager_now(
-        &mut self,
-        buf: &Buffer,
-        dst: u32,
-        tag: i32,
-        ctx: u16,
-        mode: SendMode,
-    ) -> Option<usize> {
-        let Self { btls, st, .. } = self;
-        if !matches!(mode, SendMode::Standard | SendMode::Ready) {
-            return None;
-        }
-        let region = buf.contig()?;
-        let (me, p, b, ep) = st.eager_now_route(region.len(), dst, ctx)?;
-        let (len, lim, caps) = (region.len(), &st.limits[b], st.caps[b]);
-        let wire = len + MATCH_LEN;
-        if !caps.contains(Caps::SEND_DONE) || wire > lim.eager_limit.min(lim.max_send_size) {
-            return None;
-        }
-        let slot = st.seq.slot(u32::from(ctx), dst)?;
-        let m = MatchHdr {
-            ctx,
-            seq: *slot,
-            src: me,
-            tag,
-        };
-        let hb = m.to_bytes();
-        let inplace = caps.contains(Caps::SEND_INPLACE);
-        let Ok(desc) = prepare_desc(&mut *btls[b], ep, &hb, buf, (0, len), inplace) else {
-            return None;
-        };
-        // The token: never reported by a SEND_DONE BTL (the conformance
-        // suite checks that `send` answers Done; had it not, the bytes are
-        // on their way all the same, and an unknown token is ignored).
-        match btls[b].send(desc, HdrType::Match.am_tag(), Token(u64::MAX)) {
-            Err((d, _)) => {
-                btls[b].free(d);
-                return None;
-            }
-            // The data were read inside the call (`Caps::SEND_DONE`, which
-            // the conformance suite checks): `EngineCell::try_send_eager`
-            // relies on it.
-            Ok(out) => debug_assert!(matches!(out, SendOutcome::Done)),
-        }
-        *slot = slot.wrapping_add(1);
-        st.credits[p] -= wire;
-        if inplace {
-            st.counters.eager_prepared += 1;
-        } else {
-            st.counters.eager_copy += 1;
-        }
-        st.counters.bytes_sent[p] += len as u64;
-        Some(len)
-    }
-
     /// Starts a request (`MPI_Start`): a persistent request that is
     /// inactive, or a new one.
     pub fn start(&mut self, id: ReqId) -> Result<(), PmlError> {
@@ -355,6 +247,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
         Ok(())
     }
 
+    /// Starts (or restarts, for a persistent request) send `r`: buffered
+    /// sends go through the attached buffer; the others take their
+    /// sequence number, the protocol [`SendPlan::choose`] proposes, and go.
     pub(super) fn start_send(&mut self, r: ReqRef) {
         let st = &mut self.st;
         let Some(Req {
@@ -385,19 +280,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let Some(s) = st.reqs.send_mut(r) else {
             return;
         };
-        // Reset for a (re)start.
-        s.first_sent = false;
-        s.first_done = false;
-        s.acked = false;
-        s.fin = false;
-        s.sched_off = 0;
-        s.end_off = 0;
-        s.inflight = 0;
-        s.put_expect = 0;
-        s.put_done = 0;
-        s.credit = 0;
-        s.split = false;
-        s.cancel = CancelState::None;
+        s.reset_for_start();
         s.seq = match st.seq.next_seq(u32::from(s.ctx), s.dst) {
             Ok(q) => q,
             Err(e) => {
@@ -406,63 +289,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 return;
             }
         };
-        let lim = st.limits[b];
-        let caps = st.caps[b];
-        let len = s.len;
-        let contig = s.buf.contig().is_some();
-        let sync = s.mode == SendMode::Synchronous;
-        let wire = len + MATCH_LEN;
-        let has_credit = st.credits[peer] >= wire;
-        if sync {
-            st.counters.synchronous += 1;
-        }
-        if !sync && wire <= lim.eager_limit && has_credit {
-            st.credits[peer] -= wire;
-            s.credit = wire;
-            s.need_ack = false;
-            s.first_len = len;
-            s.proto = if contig
-                && caps.contains(Caps::SENDI)
-                && len <= st.cfg.sendi_limit
-                && wire <= lim.max_sendi_size
-            {
-                Proto::Sendi
-            } else {
-                Proto::Eager
-            };
-        } else {
-            if !sync && wire <= lim.eager_limit && !has_credit {
-                st.counters.rndv_forced_by_credits += 1;
-            }
-            let rdma_get = st.bml[peer]
-                .rdma
-                .first()
-                .is_some_and(|&(i, _)| st.caps[i].contains(Caps::GET));
-            s.need_ack = true;
-            if contig && rdma_get && len > 0 {
-                s.proto = Proto::Rget;
-                s.first_len = 0;
-                st.counters.rget += 1;
-                if !s.rget_open {
-                    s.rget_open = true;
-                    st.rget_out[peer] += 1;
-                }
-            } else {
-                s.proto = Proto::Rndv;
-                let room = lim.rndv_eager_limit.saturating_sub(RNDV_LEN);
-                let want = len
-                    .min(room)
-                    .min(lim.max_send_size.saturating_sub(RNDV_LEN));
-                s.first_len = if st.credits[peer] >= want + RNDV_LEN {
-                    want
-                } else {
-                    0
-                };
-                s.credit = s.first_len + RNDV_LEN;
-                st.credits[peer] = st.credits[peer].saturating_sub(s.credit);
-                st.counters.rndv += 1;
-            }
-        }
+        st.propose(r, peer, b);
         self.drive_send(r);
     }
 
@@ -470,173 +297,199 @@ impl<B: ?Sized + Btl> Ob1<B> {
     /// pipeline fragments up to the depth. Idempotent; re-run from progress
     /// after NoResource or an ACK.
     pub(super) fn drive_send(&mut self, r: ReqRef) {
-        let Self { btls, st, .. } = self;
-        let Some(s) = st.reqs.live_send_mut(r) else {
+        let Some(s) = self.st.reqs.live_send(r) else {
             return;
         };
-        let peer = s.peer as usize;
-        if !s.first_sent {
-            let Some((b, ep)) = st.bml[peer].eager else {
-                return;
-            };
-            let seq = s.seq;
-            let comm_me = st.comms[usize::from(s.ctx)].as_ref().map_or(0, |c| c.me);
-            let m = MatchHdr {
-                ctx: s.ctx,
-                seq,
-                src: comm_me,
-                tag: s.tag,
-            };
-            let mut flags = 0u16;
-            if s.buf.contig().is_some() {
-                flags |= RndvFlags::CONTIG;
-                if st.bml[peer]
-                    .rdma
-                    .first()
-                    .is_some_and(|&(i, _)| st.caps[i].contains(Caps::PUT))
-                {
-                    flags |= RndvFlags::PIN;
-                }
-            }
-            if s.mode == SendMode::Synchronous {
-                flags |= RndvFlags::SYNC;
-            }
-            let rndv = RndvHdr {
-                m,
-                flags: RndvFlags(flags),
-                msg_len: s.len as u64,
-                send_req: r,
-            };
-            let hdr = match s.proto {
-                Proto::Sendi | Proto::Eager => Hdr::Match(m),
-                Proto::Rndv => Hdr::Rndv(rndv),
-                Proto::Rget => {
-                    if s.reg.is_none() {
-                        let (rb, _) = st.bml[peer].rdma[0];
-                        let region = s.buf.contig().unwrap_or(MemRegion::EMPTY);
-                        match st.rcache.acquire(
-                            &mut *btls[rb],
-                            rb,
-                            region,
-                            Access::REMOTE_READ,
-                            &mut st.dereg,
-                        ) {
-                            Ok((reg, key)) => {
-                                s.reg = Some(Box::new(reg));
-                                s.rkey = Some(Box::new(key));
-                            }
-                            Err(e) => {
-                                tracing::debug!("register for RGET failed ({e}); using RNDV");
-                                s.proto = Proto::Rndv;
-                                if s.rget_open {
-                                    s.rget_open = false;
-                                    let n = &mut st.rget_out[peer];
-                                    *n = n.saturating_sub(1);
-                                }
-                                st.counters.rget -= 1;
-                                st.counters.rndv += 1;
-                                return st.actions.push_back(Action::Drive(r));
-                            }
-                        }
-                    }
-                    match s.rkey.as_deref() {
-                        Some(&k) => Hdr::Rget(rndv, k),
-                        None => {
-                            st.fail(r, ErrClass::Intern, "registration lost");
-                            return;
-                        }
-                    }
-                }
-            };
-            let mut hb = [0u8; MAX_LEN];
-            let hl = hdr.emit(&mut hb);
-            let tag = hdr.kind().am_tag();
-            let first = s.first_len;
-            let lim = st.limits[b];
-            let caps = st.caps[b];
-            let tok_kind = TokKind::First;
-            // Immediate send: header and data in one BTL call, no descriptor.
-            let sent_now = if (s.proto == Proto::Sendi
-                || (first <= st.cfg.sendi_limit
-                    && hl + first <= lim.max_sendi_size
-                    && caps.contains(Caps::SENDI)))
-                && s.buf.contig().is_some()
-            {
-                let region = s.buf.contig().unwrap();
-                let data = region.read();
-                match btls[b].sendi(ep, tag, &[&hb[..hl], &data[..first]]) {
-                    Ok(()) => {
-                        if s.proto == Proto::Sendi {
-                            st.counters.eager_sendi += 1;
-                        }
-                        true
-                    }
-                    Err(BtlError::NoResource) => false,
-                    Err(e) => {
-                        st.fail_btl(r, &e);
-                        return;
-                    }
-                }
-            } else {
-                false
-            };
-            if sent_now {
-                st.counters.bytes_sent[peer] += first as u64;
-                if let Some(s) = st.reqs.send_mut(r) {
-                    s.first_sent = true;
-                    s.first_done = true;
-                }
-            } else {
-                let Some(s) = st.reqs.send_mut(r) else {
-                    return;
-                };
-                if s.proto == Proto::Sendi {
-                    s.proto = Proto::Eager;
-                }
-                let inplace = caps.contains(Caps::SEND_INPLACE) && first > 0;
-                let is_eager = s.proto == Proto::Eager;
-                let buf = s.buf.clone();
-                let Some(out) = send_frag(
-                    btls[b].as_mut(),
-                    st,
-                    r,
-                    (ep, tag, tok_kind),
-                    &hb[..hl],
-                    &buf,
-                    (0, first),
-                    inplace,
-                ) else {
-                    return;
-                };
-                if is_eager {
-                    if inplace {
-                        st.counters.eager_prepared += 1;
-                    } else {
-                        st.counters.eager_copy += 1;
-                    }
-                }
-                st.counters.bytes_sent[peer] += first as u64;
-                if let Some(s) = st.reqs.send_mut(r) {
-                    s.first_sent = true;
-                    if out == SendOutcome::Done {
-                        s.first_done = true;
-                    }
-                }
-            }
+        if !s.first_sent && !self.send_first(r) {
+            return;
         }
         // Cancelled before the rendezvous left: ask now that it has.
-        if let Some(s) = st.reqs.live_send(r) {
+        if let Some(s) = self.st.reqs.live_send(r) {
             if s.cancel == CancelState::Wanted && s.first_sent {
-                st.send_cancel(r);
+                self.st.send_cancel(r);
             }
         }
-        // The send/receive pipeline, once acknowledged.
+        if !self.send_pipeline(r) {
+            return;
+        }
+        self.st.check_send_done(r);
+    }
+
+    /// The first fragment's header: MATCH for an eager send, RNDV or RGET
+    /// (registering the buffer for the peer's GET first) for a rendezvous.
+    /// `None`: nothing to send now (the send was re-queued as a plain
+    /// rendezvous after a failed registration, or failed).
+    fn first_header(&mut self, r: ReqRef) -> Option<Hdr> {
+        let Self { btls, st, .. } = self;
+        let s = st.reqs.live_send_mut(r)?;
+        let peer = s.peer as usize;
+        let comm_me = st.comms[usize::from(s.ctx)].as_ref().map_or(0, |c| c.me);
+        let m = MatchHdr {
+            ctx: s.ctx,
+            seq: s.seq,
+            src: comm_me,
+            tag: s.tag,
+        };
+        let mut flags = 0u16;
+        if s.buf.contig().is_some() {
+            flags |= RndvFlags::CONTIG;
+            if st.bml[peer]
+                .rdma
+                .first()
+                .is_some_and(|&(i, _)| st.caps[i].contains(Caps::PUT))
+            {
+                flags |= RndvFlags::PIN;
+            }
+        }
+        if s.mode == SendMode::Synchronous {
+            flags |= RndvFlags::SYNC;
+        }
+        let rndv = RndvHdr {
+            m,
+            flags: RndvFlags(flags),
+            msg_len: s.len as u64,
+            send_req: r,
+        };
+        match s.proto {
+            Proto::Sendi | Proto::Eager => return Some(Hdr::Match(m)),
+            Proto::Rndv => return Some(Hdr::Rndv(rndv)),
+            Proto::Rget => {}
+        }
+        if s.reg.is_none() {
+            let (rb, _) = st.bml[peer].rdma[0];
+            let region = s.buf.contig().unwrap_or(MemRegion::EMPTY);
+            match st.rcache.acquire(
+                &mut *btls[rb],
+                rb,
+                region,
+                Access::REMOTE_READ,
+                &mut st.dereg,
+            ) {
+                Ok((reg, key)) => {
+                    s.reg = Some(Box::new(reg));
+                    s.rkey = Some(Box::new(key));
+                }
+                Err(e) => {
+                    tracing::debug!("register for RGET failed ({e}); using RNDV");
+                    s.proto = Proto::Rndv;
+                    if s.rget_open {
+                        s.rget_open = false;
+                        let n = &mut st.rget_out[peer];
+                        *n = n.saturating_sub(1);
+                    }
+                    st.counters.rget -= 1;
+                    st.counters.rndv += 1;
+                    st.actions.push_back(Action::Drive(r));
+                    return None;
+                }
+            }
+        }
+        match s.rkey.as_deref() {
+            Some(&k) => Some(Hdr::Rget(rndv, k)),
+            None => {
+                st.fail(r, ErrClass::Intern, "registration lost");
+                None
+            }
+        }
+    }
+
+    /// Sends the first fragment (header and the first bytes): in one
+    /// immediate send when it fits, else prepared in place or copied.
+    /// Whether the send goes on (`false`: it cannot now, or failed).
+    fn send_first(&mut self, r: ReqRef) -> bool {
+        let Some(s) = self.st.reqs.live_send(r) else {
+            return false;
+        };
+        let peer = s.peer as usize;
+        let Some((b, ep)) = self.st.bml[peer].eager else {
+            return false;
+        };
+        let Some(hdr) = self.first_header(r) else {
+            return false;
+        };
+        let Self { btls, st, .. } = self;
+        let Some(s) = st.reqs.live_send_mut(r) else {
+            return false;
+        };
+        let mut hb = [0u8; MAX_LEN];
+        let hl = hdr.emit(&mut hb);
+        let tag = hdr.kind().am_tag();
+        let first = s.first_len;
+        let lim = st.limits[b];
+        let caps = st.caps[b];
+        // Immediate send: header and data in one BTL call, no descriptor.
+        let immediate = (s.proto == Proto::Sendi
+            || (first <= st.cfg.sendi_limit
+                && hl + first <= lim.max_sendi_size
+                && caps.contains(Caps::SENDI)))
+            && s.buf.contig().is_some();
+        if immediate {
+            let region = s.buf.contig().expect("contiguous");
+            let data = region.read();
+            match btls[b].sendi(ep, tag, &[&hb[..hl], &data[..first]]) {
+                Ok(()) => {
+                    if s.proto == Proto::Sendi {
+                        st.counters.eager_sendi += 1;
+                    }
+                    st.counters.bytes_sent[peer] += first as u64;
+                    s.first_sent = true;
+                    s.first_done = true;
+                    return true;
+                }
+                Err(BtlError::NoResource) => {}
+                Err(e) => {
+                    st.fail_btl(r, &e);
+                    return false;
+                }
+            }
+        }
+        if s.proto == Proto::Sendi {
+            s.proto = Proto::Eager;
+        }
+        let inplace = caps.contains(Caps::SEND_INPLACE) && first > 0;
+        let is_eager = s.proto == Proto::Eager;
+        let buf = s.buf.clone();
+        let frag = Frag {
+            ep,
+            tag,
+            kind: TokKind::First,
+            hdr: &hb[..hl],
+            buf: &buf,
+            off: 0,
+            len: first,
+            inplace,
+        };
+        let Some(out) = send_frag(btls[b].as_mut(), st, r, &frag) else {
+            return false;
+        };
+        if is_eager {
+            if inplace {
+                st.counters.eager_prepared += 1;
+            } else {
+                st.counters.eager_copy += 1;
+            }
+        }
+        st.counters.bytes_sent[peer] += first as u64;
+        if let Some(s) = st.reqs.send_mut(r) {
+            s.first_sent = true;
+            if out == SendOutcome::Done {
+                s.first_done = true;
+            }
+        }
+        true
+    }
+
+    /// The send/receive pipeline, once acknowledged: fragments up to the
+    /// pipeline depth, round-robin over the peer's send BTLs. Whether the
+    /// send goes on (`false`: it is gone, or a fragment could not go).
+    fn send_pipeline(&mut self, r: ReqRef) -> bool {
+        let Self { btls, st, .. } = self;
         loop {
             let Some(s) = st.reqs.live_send_mut(r) else {
-                return;
+                return false;
             };
             if !s.acked || s.sched_off >= s.end_off || s.inflight >= st.cfg.send_pipeline_depth {
-                break;
+                return true;
             }
             let peer = s.peer as usize;
             let eps = &mut st.bml[peer];
@@ -655,17 +508,18 @@ impl<B: ?Sized + Btl> Ob1<B> {
             let hl = hdr.emit(&mut hb);
             let inplace = st.caps[b].contains(Caps::SEND_INPLACE);
             let buf = s.buf.clone();
-            let Some(out) = send_frag(
-                btls[b].as_mut(),
-                st,
-                r,
-                (ep, HdrType::Frag.am_tag(), TokKind::Frag),
-                &hb[..hl],
-                &buf,
-                (off, chunk),
+            let frag = Frag {
+                ep,
+                tag: HdrType::Frag.am_tag(),
+                kind: TokKind::Frag,
+                hdr: &hb[..hl],
+                buf: &buf,
+                off,
+                len: chunk,
                 inplace,
-            ) else {
-                return;
+            };
+            let Some(out) = send_frag(btls[b].as_mut(), st, r, &frag) else {
+                return false;
             };
             st.counters.frags += 1;
             st.counters.bytes_sent[peer] += chunk as u64;
@@ -676,7 +530,6 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 }
             }
         }
-        self.st.check_send_done(r);
     }
 
     /// Sends a control header (ACK, FIN, NACK, CREDIT) to world rank `peer`.
@@ -933,46 +786,6 @@ impl State {
         self.actions.push_back(Action::Ctl { peer: s.peer, hdr });
     }
 
-    /// What [`Ob1::sendi_bytes`] and [`Ob1::send_eager_now`] both ask
-    /// before a send of `len` bytes completes inside the call: our rank in
-    /// `ctx`, the peer's world rank, its eager BTL and endpoint. `None` (the
-    /// request path) for a queued action (it may start an earlier send, a
-    /// buffered send's copy, that has no sequence number yet and must not
-    /// be overtaken), an unknown or dead peer, or too little eager credit
-    /// for the data and its MATCH header.
-    #[inline(always)]
-    pub(super) fn eager_now_route(
-        &self,
-        len: usize,
-        dst: u32,
-        ctx: u16,
-    ) -> Option<(u32, usize, usize, Endpoint)> {
-        if !self.actions.is_empty() {
-            return None;
-        }
-        // The lookups of `eager_route`, written out: called here they cost
-        // each send 6 to 8 instructions more (callgrind,
-        // `examples/sm_recv_path.rs`'s send window: 514.7 -> 520.7).
-        let comm = self.comms.get(usize::from(ctx))?.as_ref()?;
-        let (me, p) = (comm.me, *comm.world.get(dst as usize)? as usize);
-        let (b, ep) = self.bml[p].eager?;
-        if self.dead[p].is_some() || self.credits[p] < len + MATCH_LEN {
-            return None;
-        }
-        Some((me, p, b, ep))
-    }
-
-    /// The world rank of `rank` in `ctx` and its eager BTL and endpoint
-    /// (`None`: no such communicator or rank, or no eager BTL), for a
-    /// receive reading what arrived before it is posted.
-    #[inline(always)]
-    pub(super) fn eager_route(&self, rank: u32, ctx: u16) -> Option<(u32, usize, Endpoint)> {
-        let comm = self.comms.get(usize::from(ctx))?.as_ref()?;
-        let peer = *comm.world.get(rank as usize)?;
-        let (btl, ep) = self.bml.get(peer as usize)?.eager?;
-        Some((peer, btl, ep))
-    }
-
     /// Returns eager credit to a sender once its bytes left our queues.
     #[inline]
     pub(super) fn return_credit(&mut self, peer: u32, bytes: usize) {
@@ -995,92 +808,132 @@ impl State {
             hdr: Hdr::Credit { bytes: b as u64 },
         });
     }
+}
 
-    pub(super) fn bsend_start(&mut self, r: ReqRef) {
-        let Some(s) = self.reqs.send(r) else {
+/// The sender's proposal for one message (seed 000: the sender proposes,
+/// the receiver decides), decided in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SendPlan {
+    /// Eager, header and data in one immediate send.
+    Sendi,
+    /// Eager, prepared in place or copied.
+    Eager,
+    /// Rendezvous offering the receiver a GET of the whole message.
+    Rget,
+    /// Rendezvous with the first `first_len` bytes.
+    Rndv {
+        /// Bytes sent with the header.
+        first_len: usize,
+    },
+}
+
+impl SendPlan {
+    /// The protocol for a message of `len` bytes (`contig`: in one piece;
+    /// `sync`: synchronous) to a peer reached first by a BTL of `lim` and
+    /// `caps`, with `credits` bytes of eager credit left, when the peer's
+    /// first RDMA BTL can GET (`rdma_get`):
+    ///
+    /// ```text
+    /// if not sync and len + MATCH <= eager_limit and the credit covers it:
+    ///     immediate if contiguous and small enough for sendi, else eager
+    /// elif contiguous, not empty and the first RDMA BTL can GET: RGET
+    /// else: RNDV with as much of rndv_eager_limit as the credit covers
+    /// ```
+    pub(super) fn choose(
+        len: usize,
+        (contig, sync): (bool, bool),
+        credits: usize,
+        (lim, caps): (&Limits, Caps),
+        sendi_limit: usize,
+        rdma_get: bool,
+    ) -> SendPlan {
+        let wire = len + MATCH_LEN;
+        if !sync && wire <= lim.eager_limit && credits >= wire {
+            return if contig
+                && caps.contains(Caps::SENDI)
+                && len <= sendi_limit
+                && wire <= lim.max_sendi_size
+            {
+                SendPlan::Sendi
+            } else {
+                SendPlan::Eager
+            };
+        }
+        if contig && rdma_get && len > 0 {
+            return SendPlan::Rget;
+        }
+        let room = lim.rndv_eager_limit.saturating_sub(RNDV_LEN);
+        let want = len
+            .min(room)
+            .min(lim.max_send_size.saturating_sub(RNDV_LEN));
+        let first_len = if credits >= want + RNDV_LEN { want } else { 0 };
+        SendPlan::Rndv { first_len }
+    }
+}
+
+impl State {
+    /// Chooses send `r`'s protocol ([`SendPlan::choose`]) to world rank
+    /// `peer` whose eager BTL is `b`, and takes the eager credit it needs.
+    pub(super) fn propose(&mut self, r: ReqRef, peer: usize, b: usize) {
+        let rdma_get = self.bml[peer]
+            .rdma
+            .first()
+            .is_some_and(|&(i, _)| self.caps[i].contains(Caps::GET));
+        let (lim, caps) = (self.limits[b], self.caps[b]);
+        let (credits, sendi_limit) = (self.credits[peer], self.cfg.sendi_limit);
+        let Some(s) = self.reqs.send_mut(r) else {
             return;
         };
-        let need = s.len;
-        let Some(b) = self.bsend.as_mut() else {
-            self.fail(r, ErrClass::Buffer, "MPI_Bsend with no buffer attached");
-            return;
-        };
-        // First fit between live allocations.
-        let mut at = 0usize;
-        let mut found = None;
-        for &(off, len) in &b.used {
-            if off - at >= need {
-                found = Some(at);
-                break;
+        let (len, contig) = (s.len, s.buf.contig().is_some());
+        let sync = s.mode == SendMode::Synchronous;
+        if sync {
+            self.counters.synchronous += 1;
+        }
+        let plan = SendPlan::choose(
+            len,
+            (contig, sync),
+            credits,
+            (&lim, caps),
+            sendi_limit,
+            rdma_get,
+        );
+        let wire = len + MATCH_LEN;
+        if matches!(plan, SendPlan::Rget | SendPlan::Rndv { .. })
+            && !sync
+            && wire <= lim.eager_limit
+        {
+            self.counters.rndv_forced_by_credits += 1;
+        }
+        match plan {
+            SendPlan::Sendi | SendPlan::Eager => {
+                self.credits[peer] -= wire;
+                s.credit = wire;
+                s.need_ack = false;
+                s.first_len = len;
+                s.proto = if plan == SendPlan::Sendi {
+                    Proto::Sendi
+                } else {
+                    Proto::Eager
+                };
             }
-            at = off + len;
+            SendPlan::Rget => {
+                s.need_ack = true;
+                s.proto = Proto::Rget;
+                s.first_len = 0;
+                self.counters.rget += 1;
+                if !s.rget_open {
+                    s.rget_open = true;
+                    self.rget_out[peer] += 1;
+                }
+            }
+            SendPlan::Rndv { first_len } => {
+                s.need_ack = true;
+                s.proto = Proto::Rndv;
+                s.first_len = first_len;
+                s.credit = first_len + RNDV_LEN;
+                self.credits[peer] = self.credits[peer].saturating_sub(s.credit);
+                self.counters.rndv += 1;
+            }
         }
-        if found.is_none() && b.region.len() - at >= need {
-            found = Some(at);
-        }
-        let Some(off) = found else {
-            let free = b.region.len() - b.used.iter().map(|u| u.1).sum::<usize>();
-            let msg = format!(
-                "attached buffer too small: this message needs {need} bytes, {free} are free"
-            );
-            self.fail(r, ErrClass::Buffer, &msg);
-            return;
-        };
-        let range = (off, need);
-        let pos = b.used.partition_point(|u| u.0 < off);
-        b.used.insert(pos, range);
-        let space = b
-            .region
-            .slice(off, need)
-            .expect("inside the attached buffer");
-        let Some(s) = self.reqs.send(r) else {
-            return;
-        };
-        // Pack the message into the attached buffer (the buffered pipeline:
-        // the user's request is complete once its data is packed).
-        let mut tmp = vec![0u8; need];
-        s.buf.pack(0, &mut tmp);
-        space.write(0, &tmp);
-        let inner = SendReq {
-            ctx: s.ctx,
-            dst: s.dst,
-            peer: s.peer,
-            tag: s.tag,
-            buf: Buffer::Contig(space),
-            len: need,
-            mode: SendMode::Standard,
-            proto: Proto::Eager,
-            first_len: 0,
-            first_sent: false,
-            first_done: false,
-            need_ack: false,
-            acked: false,
-            fin: false,
-            recv_req: ReqRef::default(),
-            sched_off: 0,
-            end_off: 0,
-            inflight: 0,
-            put_expect: 0,
-            put_done: 0,
-            reg: None,
-            bsend: Some(range),
-            internal: true,
-            credit: 0,
-            seq: 0,
-            rkey: None,
-            rget_open: false,
-            split: false,
-            cancel: CancelState::None,
-        };
-        let ir = self.reqs.alloc(|| Req {
-            done: false,
-            status: Status::default(),
-            user_freed: false,
-            persistent: false,
-            active: true,
-            kind: Kind::Send(inner),
-        });
-        self.complete(r);
-        self.actions.push_back(Action::Start(ir));
     }
 }
