@@ -339,10 +339,6 @@ impl Drop for Slurm {
     }
 }
 
-fn example(name: &str) -> String {
-    common::example(name)
-}
-
 /// The outcome of a job that must fail: a non-zero exit, no rank that ran
 /// as a singleton, and stderr that names `cause` and says what to use.
 fn assert_refused(out: &Out, cause: &str, what: &str) {
@@ -369,7 +365,7 @@ fn srun_runs_jobs_and_refuses_pmix_and_no_pmi() {
     }
     let t0 = Instant::now();
     let mut slurm = Slurm::start().unwrap_or_else(|e| panic!("cannot start Slurm: {e}"));
-    let transports = example("transports");
+    let transports = common::example("transports");
     let world = common::mpicc("world", &slurm.dir);
     let world = world.to_str().unwrap();
 

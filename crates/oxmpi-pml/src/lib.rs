@@ -73,7 +73,7 @@ impl<B: ?Sized + Btl> Pml<B> {
             inner: EngineCell::new(ob1),
             spin,
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
-            sleep_max: PmlConfig::default().idle_sleep_max,
+            sleep_max: std::time::Duration::from_micros(config::IDLE_SLEEP_MAX_US),
         }
     }
 

@@ -218,7 +218,7 @@ pub enum PmiError {
     /// No PMI server we speak, and the environment shows a launcher that
     /// started several processes: each would run alone as a singleton.
     #[error(
-        "{0} (without it every process would run alone as rank 0 of 1; \
+        "{0} (as started, every process would run alone as rank 0 of 1; \
          OXMPI_MCA_pmi_foreign_launcher=singleton runs them so anyway)"
     )]
     ForeignLauncher(ForeignLauncher),
