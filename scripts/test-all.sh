@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every oxmpi test on a fresh machine: installs what the tests need
-# (MPICH's Hydra launcher, for the "an existing launcher runs oxmpi" tests),
-# then formatting, lints, docs and the whole test suite.
+# (MPICH's Hydra launcher and Slurm, for the "an existing launcher runs
+# oxmpi" tests), then formatting, lints, docs and the whole test suite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -9,12 +9,29 @@ need_pkgs=()
 command -v mpiexec.hydra >/dev/null 2>&1 || need_pkgs+=(mpich)
 # A TrueType font for oxmpi-bench's PNG plots.
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_pkgs+=(fonts-dejavu-core)
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-    echo "== installing ${need_pkgs[*]}"
+# Slurm for crates/oxmpi-launch/tests/slurm.rs, which starts its own munged,
+# slurmctld and slurmd (nothing is started here: Debian's packages do not
+# start their services without an init system, and the test uses its own
+# key and configuration). libpmix-dev provides the libpmix.so that Slurm's
+# PMIx plugin opens (srun --mpi=pmix, which oxmpi must refuse clearly).
+slurm_pkgs=()
+for t in slurmctld slurmd srun munged; do
+    command -v $t >/dev/null 2>&1 || { slurm_pkgs=(slurmctld slurmd slurm-client munge); break; }
+done
+dpkg -s libpmix-dev >/dev/null 2>&1 || slurm_pkgs+=(libpmix-dev)
+if [ ${#need_pkgs[@]} -gt 0 ] || [ ${#slurm_pkgs[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" = 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    if [ ${#need_pkgs[@]} -gt 0 ]; then
+        echo "== installing ${need_pkgs[*]}"
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    fi
+    if [ ${#slurm_pkgs[@]} -gt 0 ]; then
+        echo "== installing ${slurm_pkgs[*]}"
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+            "${slurm_pkgs[@]}" >/dev/null
+    fi
 fi
 
 # MPICH 5 from PyPI (mpicc_abi, mpi_abi.h, libmpi_abi.so.1) for the

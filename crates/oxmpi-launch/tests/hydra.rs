@@ -1,6 +1,8 @@
 //! Interoperability with MPICH's launcher: runs the `pmi_hello` example under
 //! `mpiexec.hydra` (PMI-1 and PMI-2, over the inherited socket and over
-//! `-pmi-port`). Skipped, with a note, when `/usr/bin/mpiexec.hydra` is absent.
+//! `-pmi-port`), and the `transports` example on two "hosts" (network
+//! namespaces) with sm inside each and tcp across. Skipped, with a note,
+//! when `/usr/bin/mpiexec.hydra` is absent.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -115,4 +117,145 @@ fn hydra_abort_ends_the_job() {
         o.code,
         o.stderr
     );
+}
+
+/// Two network namespaces joined by a veth pair, deleted on drop (which
+/// removes the veth too).
+struct TwoHosts {
+    names: [String; 2],
+}
+
+impl TwoHosts {
+    /// The hosts' addresses, one per namespace.
+    const ADDRS: [&'static str; 2] = ["10.203.1.1", "10.203.1.2"];
+
+    fn ip(args: &[&str]) -> Result<(), String> {
+        let out = Command::new("ip")
+            .args(args)
+            .output()
+            .map_err(|e| format!("ip: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ip {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn create() -> Result<TwoHosts, String> {
+        let tag = std::process::id();
+        let names = [format!("oxhy{tag}a"), format!("oxhy{tag}b")];
+        Self::ip(&["netns", "add", &names[0]])?;
+        let hosts = TwoHosts {
+            names: names.clone(),
+        };
+        // On an error from here on, dropping `hosts` deletes what exists.
+        Self::ip(&["netns", "add", &names[1]])?;
+        let [a, b] = &names;
+        Self::ip(&[
+            "link", "add", "h0", "netns", a, "type", "veth", "peer", "name", "h1", "netns", b,
+        ])?;
+        for (ns, dev, addr) in [(a, "h0", Self::ADDRS[0]), (b, "h1", Self::ADDRS[1])] {
+            Self::ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+            Self::ip(&["-n", ns, "link", "set", dev, "up"])?;
+            Self::ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(hosts)
+    }
+}
+
+impl Drop for TwoHosts {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Self::ip(&["netns", "del", n]);
+        }
+    }
+}
+
+/// Hydra across two hosts: two network namespaces joined by a veth pair,
+/// `mpiexec.hydra` started in the first with 2 ranks per host; the second
+/// host is reached through Hydra's ssh launcher with a stand-in `ssh`
+/// (`-launcher-exec`) that runs the proxy with `ip netns exec`. Each rank
+/// of the `transports` example reports which BTL carried its traffic to
+/// each peer: sm inside a host, tcp across (the BML's send list names one
+/// transport, and the PML counted bytes both ways). Needs root and `ip`;
+/// otherwise it says why and passes without running (in CI, where both
+/// are there, a failure).
+#[test]
+fn hydra_two_hosts_sm_inside_tcp_across() {
+    if setup().is_none() {
+        return;
+    }
+    let skip = |why: String| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "hydra two-host test cannot run in CI: {why}"
+        );
+        eprintln!("\n*** SKIPPED hydra_two_hosts_sm_inside_tcp_across: {why} ***\n");
+    };
+    if !rustix::process::geteuid().is_root() {
+        return skip("not running as root (network namespaces)".into());
+    }
+    let hosts = match TwoHosts::create() {
+        Ok(h) => h,
+        Err(e) => return skip(format!("cannot create network namespaces: {e}")),
+    };
+    let dir = common::tempdir();
+    let ssh = dir.join("ssh");
+    // Hydra's ssh launcher runs `ssh -x HOST COMMAND...`.
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\n\
+             while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
+             host=$1; shift\n\
+             case \"$host\" in\n\
+             {a}) ns={na};;\n\
+             {b}) ns={nb};;\n\
+             *) echo \"ssh stand-in: unknown host $host\" >&2; exit 255;;\n\
+             esac\n\
+             exec ip netns exec \"$ns\" sh -c \"$*\"\n",
+            a = TwoHosts::ADDRS[0],
+            b = TwoHosts::ADDRS[1],
+            na = hosts.names[0],
+            nb = hosts.names[1],
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let host_list = format!("{}:2,{}:2", TwoHosts::ADDRS[0], TwoHosts::ADDRS[1]);
+    let out = common::run_with(
+        Command::new("ip")
+            .args(["netns", "exec", &hosts.names[0], HYDRA])
+            .args(["-launcher", "ssh", "-launcher-exec"])
+            .arg(&ssh)
+            .args(["-hosts", &host_list, "-n", "4"])
+            .arg(common::example("transports"))
+            // Hydra's own temporary files land here.
+            .env("TMPDIR", &dir)
+            .env_remove("PMI_FD")
+            .env_remove("PMI_PORT"),
+    );
+    drop(hosts);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, 0, "hydra across two hosts: {out:?}");
+    common::assert_world(&out.stdout, 4, "hydra across two hosts");
+    let reports = common::parse_transports(&out.stdout);
+    for r in &reports {
+        assert_eq!(r.peers.len(), 3, "{r:?}");
+        for (p, via, sent, recvd) in &r.peers {
+            // Ranks 0, 1 on the first host, 2, 3 on the second.
+            let want = if r.rank / 2 == p / 2 { "sm" } else { "tcp" };
+            assert!(
+                via == want && *sent > 0 && *recvd > 0,
+                "rank {} to {p}: via {via} (want {want}), {sent} bytes sent, {recvd} received\n{}",
+                r.rank,
+                out.stdout
+            );
+        }
+    }
 }

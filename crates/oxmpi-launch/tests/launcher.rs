@@ -487,3 +487,79 @@ fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
         out.stderr
     );
 }
+
+/// A program started by a launcher that gives it no PMI oxmpi speaks stops
+/// in initialisation with a message naming the launcher and what to use,
+/// instead of running as one of several silent singletons (the
+/// environments are those real launchers give; `slurm.rs` runs the real
+/// `srun --mpi=pmix`). Environments that show one process still run as a
+/// singleton, and so does anything with `pmi_foreign_launcher=singleton`.
+#[test]
+fn foreign_launcher_is_an_error_not_singletons() {
+    let run = |env: &[(&str, &str)]| -> Out {
+        let mut cmd = Command::new(example("transports"));
+        // Whatever launcher runs the tests themselves is not the one tested.
+        for (v, _) in std::env::vars_os() {
+            let v = v.to_string_lossy();
+            let launcher = ["PMI_", "PMIX_", "SLURM_", "OMPI_", "MPI_LOCAL"]
+                .iter()
+                .any(|p| v.starts_with(p));
+            if launcher {
+                cmd.env_remove(&*v);
+            }
+        }
+        common::run_with(cmd.envs(env.iter().copied()))
+    };
+    for (env, says) in [
+        (
+            &[
+                ("PMIX_NAMESPACE", "slurm.pmix.3.0"),
+                ("PMIX_RANK", "1"),
+                ("PMIX_SERVER_URI41", "pmix-server.1;tcp4://127.0.0.1:1"),
+                ("SLURM_STEP_ID", "0"),
+                ("SLURM_STEP_NUM_TASKS", "2"),
+            ][..],
+            "srun --mpi=pmi2",
+        ),
+        (
+            &[
+                ("PMIX_NAMESPACE", "prterun-vm-1@1"),
+                ("PMIX_RANK", "0"),
+                ("OMPI_COMM_WORLD_SIZE", "4"),
+            ][..],
+            "Open MPI's mpirun",
+        ),
+        (
+            &[
+                ("SLURM_STEP_ID", "0"),
+                ("SLURM_STEP_NUM_TASKS", "4"),
+                ("SLURM_PROCID", "2"),
+            ][..],
+            "task 2 of a Slurm job step of 4 tasks",
+        ),
+        (
+            &[("PMI_RANK", "1"), ("PMI_SIZE", "2")][..],
+            "PMI_FD and PMI_PORT",
+        ),
+    ] {
+        let out = run(env);
+        assert_eq!(out.code, 1, "{env:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{env:?}: {out:?}");
+        assert!(
+            out.stderr.contains(says) && out.stderr.contains("pmi_foreign_launcher=singleton"),
+            "{env:?}: stderr does not say {says:?}: {out:?}"
+        );
+        let out = run(&[env, &[("OXMPI_MCA_pmi_foreign_launcher", "singleton")]].concat());
+        assert_eq!(out.code, 0, "{env:?} allowed: {out:?}");
+        assert_eq!(out.stdout, "rank 0 of 1: sum 0\n", "{env:?} allowed");
+    }
+    // A shell inside an allocation, one task of srun: singletons.
+    for env in [
+        &[("SLURM_JOB_ID", "7"), ("SLURM_NTASKS", "4")][..],
+        &[("SLURM_STEP_ID", "0"), ("SLURM_STEP_NUM_TASKS", "1")][..],
+    ] {
+        let out = run(env);
+        assert_eq!(out.code, 0, "{env:?}: {out:?}");
+        assert_eq!(out.stdout, "rank 0 of 1: sum 0\n", "{env:?}");
+    }
+}

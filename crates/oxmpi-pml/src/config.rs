@@ -2,6 +2,10 @@
 
 use oxmpi_runtime::mca::{McaError, ParamSpec, Registry};
 
+/// [`PmlConfig::idle_sleep_max`]'s default, in microseconds (measured:
+/// `docs/perf/log/oversubscribed-waits.md`).
+pub const IDLE_SLEEP_MAX_US: u64 = 50;
+
 /// Tunables of the ob1 PML, read from the parameter registry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PmlConfig {
@@ -28,6 +32,11 @@ pub struct PmlConfig {
     /// Iterations a blocking wait polls before it starts yielding
     /// (`pml_ob1_spin_count`); 0 when oversubscribed.
     pub spin_count: u32,
+    /// Longest sleep of a blocking wait whose yields hand the core to no
+    /// other task, as under a launcher that starts each rank in a session
+    /// of its own (`pml_ob1_idle_sleep_max`, microseconds; zero: never
+    /// sleep, only yield).
+    pub idle_sleep_max: std::time::Duration,
     /// Run a progress thread (`pml_ob1_progress_thread`; the runtime
     /// starts it, as for `mpi_async_progress`).
     pub progress_thread: bool,
@@ -55,6 +64,7 @@ impl Default for PmlConfig {
             leave_pinned: false,
             rcache_max_entries: 256,
             spin_count: 20_000,
+            idle_sleep_max: std::time::Duration::from_micros(IDLE_SLEEP_MAX_US),
             progress_thread: false,
             rdma_split_min: 64 << 10,
             rdma_split_balance: true,
@@ -117,6 +127,19 @@ impl PmlConfig {
                 .help("polls of a blocking wait before it yields (0 when oversubscribed)"),
         )?;
         reg.register(
+            ParamSpec::int(
+                "pml",
+                "ob1",
+                "idle_sleep_max",
+                d.idle_sleep_max.as_micros() as i64,
+            )
+            .level(6)
+            .help(
+                "longest sleep (us) of a blocking wait whose yields give the core to no other \
+                 task (ranks each in a session of their own, as Hydra starts them); 0: only yield",
+            ),
+        )?;
+        reg.register(
             ParamSpec::size("pml", "ob1", "rdma_split_min", d.rdma_split_min as u64)
                 .level(5)
                 .help("smallest RDMA-get message whose copy the receiver splits with the sender (0: never)"),
@@ -167,6 +190,9 @@ impl PmlConfig {
             rcache_max_entries: usize::try_from(reg.get_int("pml_ob1_rcache_max_entries")?.max(0))
                 .unwrap_or(0),
             spin_count: u32::try_from(reg.get_int("pml_ob1_spin_count")?.max(0)).unwrap_or(0),
+            idle_sleep_max: std::time::Duration::from_micros(
+                u64::try_from(reg.get_int("pml_ob1_idle_sleep_max")?.max(0)).unwrap_or(0),
+            ),
             progress_thread: reg.get_bool("pml_ob1_progress_thread")?,
             rdma_split_min: usize::try_from(reg.get_size("pml_ob1_rdma_split_min")?)
                 .unwrap_or(usize::MAX),

@@ -7,7 +7,8 @@
 //!   through `oxmpi-match`, eager credits, NoResource queueing.
 //! * [`Pml`]: the thread-safe face: a mutex around [`Ob1`] (none while one
 //!   thread alone may call it, see [`Pml::confine`]), blocking waits that
-//!   spin briefly then yield (at once when oversubscribed).
+//!   spin briefly then yield (at once when oversubscribed), and sleep once
+//!   their yields hand the core to nobody (`idle`).
 //!
 //! Layer rule: the PML never names a concrete BTL; it is generic over
 //! `oxmpi_btl::btl::Btl` and given its BTL list by the layer above.
@@ -18,6 +19,7 @@ mod cell;
 pub mod config;
 pub mod error;
 pub mod hdr;
+mod idle;
 pub mod ob1;
 pub mod rcache;
 
@@ -50,6 +52,9 @@ pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
     spin: u32,
     /// Progress passes per lock acquisition while spinning.
     batch: u32,
+    /// Longest sleep of a wait whose yields hand the core to nobody
+    /// (`pml_ob1_idle_sleep_max`; zero: never sleep).
+    sleep_max: std::time::Duration,
     /// Where word of dead processes comes from, if anywhere
     /// ([`Pml::set_failure_notice`]).
     notice: std::sync::OnceLock<FailureNotice>,
@@ -80,6 +85,7 @@ impl<B: ?Sized + Btl> Pml<B> {
             inner: EngineCell::new(ob1),
             spin,
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
+            sleep_max: std::time::Duration::from_micros(config::IDLE_SLEEP_MAX_US),
             notice: std::sync::OnceLock::new(),
         }
     }
@@ -118,6 +124,13 @@ impl<B: ?Sized + Btl> Pml<B> {
             }),
             None => n.flag.store(true, Ordering::Release),
         }
+    }
+
+    /// The longest sleep of a blocking wait whose yields give the core to
+    /// no other task (see [`Pml::pause`]); zero: never sleep, only yield.
+    pub fn idle_sleep_max(mut self, max: std::time::Duration) -> Self {
+        self.sleep_max = max;
+        self
     }
 
     /// For `MPI_THREAD_MULTIPLE`: a waiting thread holds the lock for one
@@ -263,10 +276,14 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// pass past the spin budget, busy or not: its lock is not fair, and a
     /// waiter that took it back at once could keep another thread, whose
     /// call it waits for, out for as long as messages stream in.
+    /// Once yields hand the core to nobody (a rank alone in its scheduler
+    /// group, as MPICH's Hydra starts them, cannot yield to the others),
+    /// the waiter sleeps instead, for up to `pml_ob1_idle_sleep_max`
+    /// (`idle`'s module doc).
     #[inline]
     pub fn pause(&self, polls: u32, busy: bool) {
         if polls > self.spin && (!busy || self.inner.is_shared()) {
-            std::thread::yield_now();
+            idle::rest(polls, busy, self.sleep_max);
         } else {
             std::hint::spin_loop();
         }

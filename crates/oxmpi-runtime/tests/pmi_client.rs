@@ -39,7 +39,14 @@ fn port_env(addr: &str, rank: u32) -> PmiEnv {
 
 /// The full modex exercise one rank runs; returns its local ranks.
 fn exchange(env: PmiEnv, version: PmiVersion) -> Vec<u32> {
-    let pmi = Pmi::from_pmi_env(PmiConfig { version }, &env).unwrap();
+    let pmi = Pmi::from_pmi_env(
+        PmiConfig {
+            version,
+            ..Default::default()
+        },
+        &env,
+    )
+    .unwrap();
     assert_eq!(pmi.version(), Some(version));
     assert_eq!(pmi.kvsname(), "kvs_test_0");
     assert_eq!(pmi.universe_size(), pmi.size());
@@ -133,7 +140,14 @@ fn fence_visibility(version: PmiVersion) {
     let (tx, rx) = (Mutex::new(Some(tx)), Mutex::new(Some(rx)));
     run_ranks(2, move |r| {
         let env = fd_env(&socks[r as usize], r, 2);
-        let mut p = Pmi::from_pmi_env(PmiConfig { version }, &env).unwrap();
+        let mut p = Pmi::from_pmi_env(
+            PmiConfig {
+                version,
+                ..Default::default()
+            },
+            &env,
+        )
+        .unwrap();
         if r == 0 {
             p.put("early", b"x").unwrap();
             tx.lock().unwrap().take().unwrap().send(()).unwrap();
@@ -161,7 +175,14 @@ fn pmi2_puts_visible_only_after_fence() {
 fn abort_reaches_server(version: PmiVersion) {
     let h = Harness::start(job(1));
     let s = h.socketpair(0);
-    let mut p = Pmi::from_pmi_env(PmiConfig { version }, &fd_env(&s, 0, 1)).unwrap();
+    let mut p = Pmi::from_pmi_env(
+        PmiConfig {
+            version,
+            ..Default::default()
+        },
+        &fd_env(&s, 0, 1),
+    )
+    .unwrap();
     p.send_abort(7, "it broke; badly = yes").unwrap();
     let e = h.wait_for(|e| matches!(e, ServerEvent::Abort { .. }));
     match e {
@@ -206,6 +227,7 @@ fn pmi2_node_attr_wait() {
         let mut p = Pmi::from_pmi_env(
             PmiConfig {
                 version: PmiVersion::V2,
+                ..Default::default()
             },
             &env,
         )
@@ -283,6 +305,7 @@ fn singleton_mode() {
     let mut p = Pmi::from_pmi_env(
         PmiConfig {
             version: PmiVersion::V2,
+            ..Default::default()
         },
         &PmiEnv::default(),
     )

@@ -121,6 +121,7 @@ impl Runtime {
         let cfg = PmlConfig::from_registry(&reg)
             .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
         let spin = cfg.spin_count;
+        let idle_sleep_max = cfg.idle_sleep_max;
         let mut ob1 = Ob1::new(cfg, rank, opened.btls, &opened.peers)?;
         for peer in 0..size {
             let reachable = ob1
@@ -165,6 +166,7 @@ impl Runtime {
             // Threads share the lock (the user's, or the progress thread).
             pml: Arc::new(
                 Pml::new(ob1, spin, oversubscribed)
+                    .idle_sleep_max(idle_sleep_max)
                     .multithreaded(level == ThreadLevel::Multiple || async_progress),
             ),
             driver: Default::default(),

@@ -106,3 +106,107 @@ pub fn pid_alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// What one rank of the `transports` example printed: its rank, the job
+/// size, the sum of ranks it computed, and per peer (peer, BTLs, bytes
+/// sent, bytes received).
+#[derive(Debug)]
+pub struct RankReport {
+    pub rank: u32,
+    pub size: u32,
+    pub sum: u64,
+    pub peers: Vec<(u32, String, u64, u64)>,
+}
+
+/// Parses the `transports` example's output (any order of ranks); panics
+/// with the whole output on a line it does not understand.
+pub fn parse_transports(stdout: &str) -> Vec<RankReport> {
+    let bad = |l: &str| -> ! { panic!("transports: unexpected line {l:?} in:\n{stdout}") };
+    let mut out: Vec<RankReport> = Vec::new();
+    for l in stdout.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["rank", r, "of", n, "sum", s] => out.push(RankReport {
+                rank: r.parse().unwrap_or_else(|_| bad(l)),
+                size: n.trim_end_matches(':').parse().unwrap_or_else(|_| bad(l)),
+                sum: s.parse().unwrap_or_else(|_| bad(l)),
+                peers: Vec::new(),
+            }),
+            ["rank", r, "peer", p, "via", via, "sent", s, "received", v] => {
+                let r: u32 = r.parse().unwrap_or_else(|_| bad(l));
+                let peer = (
+                    p.trim_end_matches(':').parse().unwrap_or_else(|_| bad(l)),
+                    via.to_string(),
+                    s.parse().unwrap_or_else(|_| bad(l)),
+                    v.parse().unwrap_or_else(|_| bad(l)),
+                );
+                match out.iter_mut().find(|x| x.rank == r) {
+                    Some(x) => x.peers.push(peer),
+                    None => bad(l),
+                }
+            }
+            _ => bad(l),
+        }
+    }
+    out.sort_by_key(|r| r.rank);
+    out
+}
+
+/// Checks that `stdout` holds exactly the lines `rank R of N: sum S` of
+/// one job of `n` ranks (any order), as the C program `tests/c/world.c`
+/// and the `transports` example print them.
+pub fn assert_world(stdout: &str, n: u32, what: &str) {
+    let mut lines: Vec<&str> = stdout.lines().filter(|l| !l.contains(" peer ")).collect();
+    lines.sort();
+    let sum = n * (n - 1) / 2;
+    let want: Vec<String> = (0..n)
+        .map(|r| format!("rank {r} of {n}: sum {sum}"))
+        .collect();
+    assert_eq!(lines, want, "{what}: stdout:\n{stdout}");
+}
+
+/// The C installation for the tests (`scripts/build-capi.sh debug`, laid
+/// out once per test process): its prefix.
+pub fn capi_install() -> PathBuf {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let out = Command::new("sh")
+            .arg(root.join("scripts/build-capi.sh"))
+            .arg("debug")
+            .output()
+            .expect("run build-capi.sh");
+        assert!(
+            out.status.success(),
+            "build-capi.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .expect("the prefix")
+                .trim(),
+        )
+    })
+    .clone()
+}
+
+/// Compiles `tests/c/<name>.c` with the C installation's `mpicc` into
+/// `dir`; the executable's path.
+pub fn mpicc(name: &str, dir: &std::path::Path) -> PathBuf {
+    let exe = dir.join(name);
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let out = Command::new(capi_install().join("bin/mpicc"))
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run mpicc");
+    assert!(
+        out.status.success(),
+        "mpicc {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}

@@ -50,6 +50,11 @@ pub use value::{
 
 /// `pmi_version` (enum `1`/`2`): the PMI wire protocol the client speaks.
 pub const PMI_VERSION: &str = "pmi_version";
+/// `pmi_foreign_launcher` (enum `error`/`singleton`): what a process started
+/// without a PMI we speak does when its environment shows a launcher of
+/// several processes (`srun --mpi=pmix`, `srun --mpi=none`, Open MPI's
+/// `mpirun`): stop `MPI_Init` with a message, or run as a singleton anyway.
+pub const PMI_FOREIGN_LAUNCHER: &str = "pmi_foreign_launcher";
 /// `mpi_yield_when_idle` (enum `auto`/`yes`/`no`): whether blocking waits
 /// yield the CPU (`auto`: when the node is oversubscribed).
 pub const MPI_YIELD_WHEN_IDLE: &str = "mpi_yield_when_idle";
@@ -63,6 +68,7 @@ pub const MPI_ASYNC_PROGRESS: &str = "mpi_async_progress";
 /// are planned (so their selection lists validate):
 ///
 /// * `pmi_version` — enum `1`, `2`; default `1`;
+/// * `pmi_foreign_launcher` — enum `error`, `singleton`; default `error`;
 /// * `mpi_yield_when_idle` — enum `auto`, `yes`, `no`; default `auto`;
 /// * `mpi_leave_pinned` — bool; default `true`;
 /// * `mpi_async_progress` — bool; default `false`;
@@ -75,6 +81,22 @@ pub fn register_runtime_params(reg: &mut Registry) -> Result<(), McaError> {
         ParamSpec::enumeration("pmi", BASE, "version", &["1", "2"], "1")
             .level(4)
             .help("PMI wire protocol version the client speaks to the launcher (1 or 2)"),
+    )?;
+    reg.register(
+        ParamSpec::enumeration(
+            "pmi",
+            BASE,
+            "foreign_launcher",
+            &["error", "singleton"],
+            "error",
+        )
+        .level(4)
+        .help(
+            "When no PMI server oxmpi speaks is given but the environment shows a launcher \
+             of several processes (srun --mpi=pmix or --mpi=none, Open MPI's mpirun): \
+             error (MPI_Init fails, naming the launcher to use) or singleton (each \
+             process runs alone as rank 0 of 1)",
+        ),
     )?;
     reg.register(
         ParamSpec::enumeration(

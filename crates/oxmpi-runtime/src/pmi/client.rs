@@ -4,7 +4,12 @@
 //! * [`Pmi::from_env`] finds the server the way MPICH's clients do
 //!   ([`PmiEnv`]): an inherited socket in `PMI_FD`, else TCP to `PMI_PORT`
 //!   (`host:port`, identified by `PMI_ID`), else singleton mode (size 1,
-//!   rank 0, an in-process key-value store). The protocol version is the
+//!   rank 0, an in-process key-value store), unless the environment shows
+//!   a launcher of several processes that gave none of these
+//!   ([`ForeignLauncher`]: `srun --mpi=pmix`, `srun --mpi=none`, Open MPI's
+//!   `mpirun`): that is [`PmiError::ForeignLauncher`], never N silent
+//!   singletons ([`PmiConfig::singleton_under_foreign_launcher`] allows
+//!   them). The protocol version is the
 //!   caller's choice ([`PmiConfig`]); PMI-2 starts with the PMI-1 line
 //!   `cmd=init pmi_version=2 pmi_subversion=0`.
 //! * Strict request/reply: one `write()` per command, no pipelining, PMI-1
@@ -23,6 +28,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 
+use super::foreign::ForeignLauncher;
 use super::value::{self, Head};
 use super::wire::{self, Align, Decoder, Expect, Message, Protocol, MAX_V1_LINE};
 use crate::topology::ProcessMapping;
@@ -42,6 +48,11 @@ pub enum PmiVersion {
 pub struct PmiConfig {
     /// Protocol version to speak when a server is present.
     pub version: PmiVersion,
+    /// Run as a singleton even when the environment shows a launcher that
+    /// started several processes without a PMI we speak (the
+    /// `pmi_foreign_launcher` parameter set to `singleton`); by default
+    /// that is an error ([`PmiError::ForeignLauncher`]).
+    pub singleton_under_foreign_launcher: bool,
 }
 
 impl PmiConfig {
@@ -62,7 +73,12 @@ impl PmiConfig {
             "2" => PmiVersion::V2,
             _ => PmiVersion::V1,
         };
-        Ok(PmiConfig { version })
+        let singleton_under_foreign_launcher =
+            reg.get_enum(crate::mca::PMI_FOREIGN_LAUNCHER)? == "singleton";
+        Ok(PmiConfig {
+            version,
+            singleton_under_foreign_launcher,
+        })
     }
 }
 
@@ -85,6 +101,9 @@ pub struct PmiEnv {
     /// `OXMPI_PMI_AUTH`: `<PMI_PORT value> <secret>`, set by `oxmpirun
     /// --pmi-port`: the secret to present to that port (and to no other).
     pub auth: Option<String>,
+    /// A launcher of several processes that gave this one no PMI server
+    /// we speak (read from its other variables, see [`ForeignLauncher`]).
+    pub foreign: Option<ForeignLauncher>,
 }
 
 /// The variable `oxmpirun --pmi-port` hands its ranks the PMI port's secret
@@ -108,6 +127,7 @@ impl PmiEnv {
             size: get("PMI_SIZE"),
             jobid: get("PMI_JOBID"),
             auth: get(AUTH_ENV),
+            foreign: ForeignLauncher::detect(&lookup),
         }
     }
 
@@ -121,7 +141,8 @@ impl PmiEnv {
         })
     }
 
-    /// True when no server is advertised (singleton mode).
+    /// True when no server is advertised (singleton mode, or an error when
+    /// [`PmiEnv::foreign`] names a launcher).
     pub fn is_singleton(&self) -> bool {
         self.fd.is_none() && self.port.is_none()
     }
@@ -202,6 +223,13 @@ pub enum PmiError {
     /// The operation does not exist in the protocol in use.
     #[error("{0} is not supported with this PMI version")]
     Unsupported(&'static str),
+    /// No PMI server we speak, and the environment shows a launcher that
+    /// started several processes: each would run alone as a singleton.
+    #[error(
+        "{0} (as started, every process would run alone as rank 0 of 1; \
+         OXMPI_MCA_pmi_foreign_launcher=singleton runs them so anyway)"
+    )]
+    ForeignLauncher(ForeignLauncher),
 }
 
 type Result<T> = std::result::Result<T, PmiError>;
@@ -483,7 +511,12 @@ impl Pmi {
             }
             return Self::handshake(config, env, Stream::Tcp(stream), true);
         }
-        Ok(Self::singleton())
+        match &env.foreign {
+            Some(f) if !config.singleton_under_foreign_launcher => {
+                Err(PmiError::ForeignLauncher(f.clone()))
+            }
+            _ => Ok(Self::singleton()),
+        }
     }
 
     /// A singleton: size 1, rank 0, an in-process key-value store.
@@ -979,9 +1012,10 @@ mod tests {
 
     #[test]
     fn env_parsing_and_singleton() {
-        let env = PmiEnv::from_pairs(&[("PMI_FD", ""), ("PMI_RANK", "3")]);
+        let env = PmiEnv::from_pairs(&[("PMI_FD", ""), ("PMI_RANK", "0")]);
         assert!(env.is_singleton());
-        assert_eq!(env.rank.as_deref(), Some("3"));
+        assert_eq!(env.rank.as_deref(), Some("0"));
+        assert_eq!(env.foreign, None);
         let mut p = Pmi::from_pmi_env(PmiConfig::default(), &env).unwrap();
         assert!(p.is_singleton());
         assert_eq!((p.rank(), p.size()), (0, 1));
@@ -1024,5 +1058,66 @@ mod tests {
             };
             assert_eq!(back.get("message"), Some(want), "{proto:?}");
         }
+    }
+
+    #[test]
+    fn foreign_launcher_is_an_error_unless_allowed() {
+        // `srun --mpi=none -n 2`: no server, a step of two tasks.
+        let env = PmiEnv::from_pairs(&[
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+            ("SLURM_PROCID", "1"),
+        ]);
+        assert!(env.is_singleton());
+        let e = Pmi::from_pmi_env(PmiConfig::default(), &env).unwrap_err();
+        assert!(matches!(e, PmiError::ForeignLauncher(_)), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("srun --mpi=pmi2") && text.contains("pmi_foreign_launcher=singleton"),
+            "{text}"
+        );
+        // A rank of a job whose PMI_FD was lost.
+        let env = PmiEnv::from_pairs(&[("PMI_FD", ""), ("PMI_RANK", "3"), ("PMI_SIZE", "4")]);
+        let e = Pmi::from_pmi_env(PmiConfig::default(), &env).unwrap_err();
+        assert!(e.to_string().contains("PMI_RANK=3"), "{e}");
+        // The escape hatch.
+        let allow = PmiConfig {
+            singleton_under_foreign_launcher: true,
+            ..Default::default()
+        };
+        let p = Pmi::from_pmi_env(allow, &env).unwrap();
+        assert!(p.is_singleton());
+        // A server wins over whatever else the environment says.
+        let env = PmiEnv::from_pairs(&[("PMI_FD", "x"), ("PMIX_RANK", "0")]);
+        let e = Pmi::from_pmi_env(PmiConfig::default(), &env).unwrap_err();
+        assert!(matches!(e, PmiError::BadEnv { var: "PMI_FD", .. }), "{e}");
+    }
+
+    #[test]
+    fn foreign_launcher_parameter() {
+        use crate::mca::{self, Registry, Sources};
+        let mut reg = Registry::new();
+        mca::register_runtime_params(&mut reg).unwrap();
+        reg.apply(&Sources::new()).unwrap();
+        assert!(
+            !PmiConfig::from_registry(&reg)
+                .unwrap()
+                .singleton_under_foreign_launcher
+        );
+        let mut reg = Registry::new();
+        mca::register_runtime_params(&mut reg).unwrap();
+        reg.apply(&Sources::new().with_env("pmi_foreign_launcher", "singleton"))
+            .unwrap();
+        assert!(
+            PmiConfig::from_registry(&reg)
+                .unwrap()
+                .singleton_under_foreign_launcher
+        );
+        let mut reg = Registry::new();
+        mca::register_runtime_params(&mut reg).unwrap();
+        let e = reg
+            .apply(&Sources::new().with_env("pmi_foreign_launcher", "ignore"))
+            .unwrap_err();
+        assert!(e.to_string().contains("pmi_foreign_launcher"), "{e}");
     }
 }
