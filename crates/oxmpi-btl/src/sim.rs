@@ -26,6 +26,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
@@ -56,6 +58,12 @@ pub struct SimConfig {
     pub put_ordered: bool,
     /// The module's limits.
     pub limits: Limits,
+    /// Virtual time a put or get call takes to copy, nanoseconds per KiB
+    /// (0: copies take no time). The engine times these calls (split
+    /// balancing) with the network's clock ([`SimNet::time`]).
+    pub copy_ns_per_kib: u64,
+    /// This rank's copies take three times as long (a slower core).
+    pub slow_copier: Option<u32>,
 }
 
 impl Default for SimConfig {
@@ -81,6 +89,8 @@ impl Default for SimConfig {
                 latency: 10,
                 bandwidth: 10_000,
             },
+            copy_ns_per_kib: 0,
+            slow_copier: None,
         }
     }
 }
@@ -129,6 +139,8 @@ enum Event {
 struct World {
     cfg: SimConfig,
     now: u64,
+    /// `now`, for readers outside the world's thread ([`SimNet::time`]).
+    time: Arc<AtomicU64>,
     rng: Rng,
     /// Events by (due time, sequence): BTreeMap keeps them in time order and
     /// the sequence makes equal times deterministic.
@@ -146,6 +158,11 @@ struct World {
 }
 
 impl World {
+    fn set_now(&mut self, now: u64) {
+        self.now = now;
+        self.time.store(now, Ordering::Relaxed);
+    }
+
     fn schedule(&mut self, from: u32, to: u32, len: usize, ev: Event) {
         let jitter = self.rng.below(self.cfg.jitter_ns);
         let mut due =
@@ -178,6 +195,7 @@ impl SimNet {
             world: Rc::new(RefCell::new(World {
                 cfg,
                 now: 0,
+                time: Arc::new(AtomicU64::new(0)),
                 rng: Rng(cfg.seed),
                 events: BTreeMap::new(),
                 seq: 0,
@@ -208,11 +226,17 @@ impl SimNet {
         self.world.borrow().now
     }
 
+    /// Virtual time, in nanoseconds, readable from anywhere (for a clock
+    /// the engine under test reads: [`SimConfig::copy_ns_per_kib`]).
+    pub fn time(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.world.borrow().time)
+    }
+
     /// Advances virtual time by `ns`, delivering what falls due.
     pub fn advance(&self, ns: u64) {
         let mut w = self.world.borrow_mut();
         let until = w.now + ns;
-        w.now = until;
+        w.set_now(until);
         Self::deliver_due(&mut w);
     }
 
@@ -223,7 +247,8 @@ impl SimNet {
         let Some((&(due, _), _)) = w.events.iter().next() else {
             return false;
         };
-        w.now = w.now.max(due);
+        let now = w.now.max(due);
+        w.set_now(now);
         Self::deliver_due(&mut w);
         true
     }
@@ -367,6 +392,15 @@ impl SimBtl {
     ) -> Result<(), BtlError> {
         let peer = self.admit(ep)?;
         let mut w = self.net.world.borrow_mut();
+        // The copy takes virtual time on this rank's core, if configured.
+        let mut cost = local.len() as u64 * w.cfg.copy_ns_per_kib / 1024;
+        if w.cfg.slow_copier == Some(self.rank) {
+            cost *= 3;
+        }
+        if cost > 0 {
+            let now = w.now + cost;
+            w.set_now(now);
+        }
         let mut result = Self::resolve(&w, peer, remote, off, local.len()).map(|target| {
             // The copy happens at once; its completion is reported after the
             // virtual transfer time.

@@ -16,6 +16,7 @@
 
 pub mod buffer;
 mod cell;
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod hdr;

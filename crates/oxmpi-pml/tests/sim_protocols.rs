@@ -266,6 +266,7 @@ fn world_over(
             btls.push(Box::new(wrap(r, m)));
         }
         let mut o = Ob1::new(pml.clone(), r, btls, &peers).unwrap();
+        o.set_clock(Arc::new(SimClock(nets[0].time())));
         o.add_comm(CTX, (0..n).collect(), r).unwrap();
         ranks.push(o);
     }
@@ -277,10 +278,18 @@ fn world_over(
     }
 }
 
-/// The PML's defaults, except that split transfers keep even halves: the
-/// sim copies inside its put/get calls, so balancing them by their measured
-/// time would make the split points depend on the host's timing
-/// (`split_transfers_stay_whole_while_the_share_moves` turns it on).
+/// The engine's clock in a simulated world: the network's virtual time.
+struct SimClock(Arc<std::sync::atomic::AtomicU64>);
+
+impl oxmpi_pml::clock::Clock for SimClock {
+    fn now_ns(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The PML's defaults, except that split transfers keep even halves
+/// (`split_transfers_stay_whole_while_the_share_moves` and
+/// `the_split_share_follows_virtual_copy_times` turn balancing on).
 fn sim_pml() -> PmlConfig {
     PmlConfig {
         rdma_split_balance: false,
@@ -1407,16 +1416,27 @@ fn rdma_split_receiver_gets_half_while_sender_puts_half() {
     assert_eq!((r.rdma_get, r.rdma_split, s.puts), (1, 0, 0), "{s:?} {r:?}");
 }
 
-#[test]
-fn split_transfers_stay_whole_while_the_share_moves() {
-    // Balancing on: each split's timed copies move the receiver's share
-    // (large ones take long enough to be timed), and every later split
-    // still delivers every byte once.
+/// Copies take 1 us per KiB of virtual time, rank `slow`'s three times as
+/// long; split balancing on.
+fn timed_copies(slow: Option<u32>) -> World {
     let cfg = PmlConfig {
         rdma_split_balance: true,
         ..PmlConfig::default()
     };
-    let mut w = world_with(2, SimConfig::default(), all_caps(), cfg);
+    let sim = SimConfig {
+        copy_ns_per_kib: 1000,
+        slow_copier: slow,
+        ..SimConfig::default()
+    };
+    world_with(2, sim, all_caps(), cfg)
+}
+
+#[test]
+fn split_transfers_stay_whole_while_the_share_moves() {
+    // Balancing on: each split's timed copies move the receiver's share
+    // (its gets take three times as long as the sender's puts), and every
+    // later split still delivers every byte once.
+    let mut w = timed_copies(Some(1));
     let sizes = [4 << 20, 64 * 1024, (1 << 20) + 4093, 4 << 20, 300 * 1024];
     let mut total = 0u64;
     for (i, &len) in sizes.iter().cycle().take(15).enumerate() {
@@ -1435,13 +1455,39 @@ fn split_transfers_stay_whole_while_the_share_moves() {
         );
         assert_eq!(r.bytes_received[0], total, "{len}: {r:?}");
     }
-    // The 4 MiB copies are long enough to be timed.
+    // The copies were timed, and the share moved.
     assert!(w.ranks[1].counters().rdma_split_balanced >= 1);
+    assert!(w.ranks[1].split_share(0).unwrap() < 512);
     // Off, nothing is timed.
     let mut w = world(2);
     transfer(&mut w, 4 << 20, SendMode::Standard);
     let r = w.ranks[1].counters();
     assert_eq!((r.rdma_split, r.rdma_split_balanced), (1, 0), "{r:?}");
+}
+
+/// The engine's time is the simulated network's, so the split balancing is
+/// deterministic: the receiver's share of a GET/PUT split moves each time
+/// by a quarter of the way to the share that makes both copies take as
+/// long (its gets are three times slower: a quarter of the bytes), the
+/// same in every run; equal copy speeds keep even halves.
+#[test]
+fn the_split_share_follows_virtual_copy_times() {
+    let shares = |slow: Option<u32>| -> Vec<u16> {
+        let mut w = timed_copies(slow);
+        (0..8)
+            .map(|_| {
+                transfer(&mut w, 4 << 20, SendMode::Standard);
+                w.ranks[1].split_share(0).unwrap()
+            })
+            .collect()
+    };
+    let slow = shares(Some(1));
+    assert_eq!(slow, shares(Some(1)), "replayed exactly");
+    assert!(slow.windows(2).all(|p| p[1] <= p[0]), "{slow:?}");
+    assert!(slow[0] < 512 && *slow.last().unwrap() <= 300, "{slow:?}");
+    assert!(slow.iter().all(|&s| s >= 256 - 8), "{slow:?}: overshot");
+    let even = shares(None);
+    assert!(even.iter().all(|&s| s.abs_diff(512) <= 8), "{even:?}");
 }
 
 /// 1 MiB to send each way between ranks 0 and 1, and room to receive it.

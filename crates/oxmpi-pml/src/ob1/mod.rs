@@ -30,7 +30,6 @@
 //! pipeline.
 
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use oxmpi_btl::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
@@ -289,6 +288,8 @@ pub struct Ob1<B: ?Sized + Btl> {
     btls: Vec<Box<B>>,
     /// [`Ob1::btls_in_tree`], fixed at creation (the list only shrinks).
     in_tree: bool,
+    /// The time the engine sees ([`Ob1::set_clock`]).
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
     st: State,
 }
 
@@ -369,6 +370,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
         Ok(Ob1 {
             btls,
             in_tree,
+            clock: std::sync::Arc::new(crate::clock::WallClock),
             st: State {
                 cfg,
                 me,
@@ -413,6 +415,20 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 rcache,
             },
         })
+    }
+
+    /// The clock the engine reads (the wall clock unless set): a simulated
+    /// world gives its virtual time, so that what the engine times (RDMA
+    /// copies, for the split balancing) is replayed exactly by a seed.
+    pub fn set_clock(&mut self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
+        self.clock = clock;
+    }
+
+    /// The share of a split transfer from world rank `peer` that this
+    /// receiver gets itself, in 1024ths (the rest the sender puts): where
+    /// the split balancing stands.
+    pub fn split_share(&self, peer: u32) -> Option<u16> {
+        self.st.split_share.get(peer as usize).copied()
     }
 
     /// This process's world rank.

@@ -55,12 +55,13 @@ pub(super) fn next_share(
 /// (the copy-in/copy-out emulation) takes less, and gives no sample.
 pub(super) const MIN_COPY_NS: u128 = 2_000;
 
-/// How long a put or get call that began at `t0` took, nanoseconds (0 when
-/// it returned too quickly to have copied anything, see [`MIN_COPY_NS`]).
-/// Timed around the call, not until its completion is reported: the
-/// completions of several copies issued in a row are reported together.
-pub(super) fn copy_nanos(t0: Instant) -> u32 {
-    let ns = t0.elapsed().as_nanos();
+/// How long a put or get call that began at `t0` and returned at `t1`
+/// (the engine's clock, nanoseconds) took: 0 when it returned too quickly
+/// to have copied anything, see [`MIN_COPY_NS`]. Timed around the call, not
+/// until its completion is reported: the completions of several copies
+/// issued in a row are reported together.
+pub(super) fn copy_nanos(t0: u64, t1: u64) -> u32 {
+    let ns = u128::from(t1.saturating_sub(t0));
     if ns < MIN_COPY_NS {
         0
     } else {
@@ -398,12 +399,13 @@ impl<B: ?Sized + Btl> Ob1<B> {
             req: r,
             kind: TokKind::Get(region.len()),
         });
-        let t0 = Instant::now();
+        let t0 = self.clock.now_ns();
         match btls[b].get(ep, region, &key, 0, tok) {
             Ok(()) => {
+                let ns = copy_nanos(t0, self.clock.now_ns());
                 st.counters.rdma_bytes_by_btl[b] += region.len() as u64;
                 if let Some(rr) = st.reqs.recv_mut(r) {
-                    rr.get_ns = copy_nanos(t0);
+                    rr.get_ns = ns;
                 }
             }
             Err(BtlError::NoResource) => {
@@ -477,15 +479,16 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 ordered,
             },
         });
-        let t0 = Instant::now();
+        let t0 = self.clock.now_ns();
         match btls[b].put(ep, local, &key, offset, tok) {
             Ok(()) => {
+                let ns = copy_nanos(t0, self.clock.now_ns());
                 if let Some(Some(Tok {
                     kind: TokKind::Put { nanos, .. },
                     ..
                 })) = st.toks.get_mut(tok.0 as usize)
                 {
-                    *nanos = copy_nanos(t0);
+                    *nanos = ns;
                 }
                 if ordered {
                     st.actions.push_back(Action::CtlVia {
