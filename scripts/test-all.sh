@@ -52,6 +52,11 @@ RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --quiet
 echo "== cargo test"
 cargo test --workspace
 
+# Model checking with loom (its own target directory: --cfg loom changes
+# every crate's build): the PML's engine cell.
+echo "== loom: the engine cell"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p oxmpi-pml --lib loom_models
+
 # 1 GiB over the tcp BTL, checked end to end (a release build: about 1 s).
 echo "== tcp BTL: 1 GiB transfer (release)"
 cargo test --release -q -p oxmpi-btl --test tcp_bulk

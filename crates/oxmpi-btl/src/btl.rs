@@ -521,18 +521,40 @@ pub enum SmallRecv {
     Other,
 }
 
-pub(crate) mod sealed {
-    /// The argument of [`super::Btl::in_tree`]: nameable in this crate only.
-    #[derive(Debug)]
-    pub struct InTree(pub(crate) ());
+/// A BTL's promise that no call into it (`sendi`, `send`, `put`, `get`,
+/// `progress` and the others) calls back into the PML that drives it, other
+/// than through the [`BtlSink`] its progress calls are given. A PML may
+/// then run an operation on it without marking itself busy first (the
+/// immediate send does: the mark costs stores on the small-message path),
+/// which would make such a call back alias the PML's state.
+///
+/// # Safety
+/// An implementation whose operations, or anything they call (user
+/// callbacks included), reach the PML driving it, except through the sink
+/// handed to `progress`/`progress_from`, makes the PML's unmarked paths
+/// unsound. This crate's BTLs (self, sm, tcp, sim) implement it; a wrapper
+/// may implement it only if what it wraps does and it adds no such call.
+#[allow(unsafe_code)] // the promise is the trait: implementing it is unsafe
+pub unsafe trait NeverReenters: Btl {}
+
+/// Proof, made only from a type that implements [`NeverReenters`], that a
+/// BTL never re-enters its PML: what [`Btl::no_reentry`] returns.
+#[derive(Debug)]
+pub struct NoReentry(());
+
+impl NoReentry {
+    /// The proof for `btl`, which promised it by implementing
+    /// [`NeverReenters`].
+    pub fn of<T: NeverReenters + ?Sized>(btl: &T) -> NoReentry {
+        let _ = btl;
+        NoReentry(())
+    }
 }
 
-/// Whether `btl` is one of this crate's BTLs (self, sm, tcp, sim), whose
-/// operations never call back into the PML that drives them: a PML may then
-/// call them without marking itself busy (the immediate send does). Any
-/// other implementation answers false.
-pub fn in_tree<B: ?Sized + Btl>(btl: &B) -> bool {
-    btl.in_tree(sealed::InTree(()))
+/// Whether `btl` promised never to call back into its PML
+/// ([`NeverReenters`], through [`Btl::no_reentry`]).
+pub fn never_reenters<B: ?Sized + Btl>(btl: &B) -> bool {
+    btl.no_reentry().is_some()
 }
 
 /// Where a BTL's progress delivers what happened: the Rust form of
@@ -656,13 +678,11 @@ pub trait Btl {
         Ok(false)
     }
 
-    /// Whether this is one of this crate's BTLs, whose operations never
-    /// call back into the PML that drives them. Only this crate can answer
-    /// true (the argument's type cannot be named elsewhere); ask through
-    /// [`in_tree`].
-    #[doc(hidden)]
-    fn in_tree(&self, _: sealed::InTree) -> bool {
-        false
+    /// The proof that this BTL never calls back into its PML, for a type
+    /// that implements [`NeverReenters`] (`Some(NoReentry::of(self))`); the
+    /// default, `None`, makes the PML mark itself busy around every call.
+    fn no_reentry(&self) -> Option<NoReentry> {
+        None
     }
 
     /// [`Btl::sendi`] of a protocol header followed by data, the PML's

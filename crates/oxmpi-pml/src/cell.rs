@@ -13,11 +13,25 @@
 //! back on for good.
 #![allow(unsafe_code)]
 
-use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::cell::Cell;
 
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+// The loom shim: under `--cfg loom` the lock, the atomics and the value's
+// cell are loom's, so the model checker sees every access `with`,
+// `confine` and `share` make (`tests` below, `loom_models`).
+#[cfg(loom)]
+use loom::{
+    cell::UnsafeCell,
+    sync::atomic::{AtomicBool, AtomicUsize, Ordering},
+    sync::{Mutex, MutexGuard},
+};
+#[cfg(not(loom))]
+use std::{
+    cell::UnsafeCell,
+    sync::atomic::{AtomicBool, AtomicUsize, Ordering},
+    sync::{Mutex, MutexGuard},
+};
+
+#[cfg(all(not(loom), not(all(target_arch = "x86_64", target_os = "linux"))))]
 thread_local! {
     /// Its address names the running thread (cheaper than a `ThreadId`,
     /// which clones the thread's handle).
@@ -31,7 +45,17 @@ thread_local! {
 /// call to `__tls_get_addr`.
 #[inline(always)]
 fn here() -> usize {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(loom)]
+    {
+        // Loom's threads share one OS thread: a loom thread-local of its
+        // own, numbered from 1.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+        loom::thread_local! {
+            static ID: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        ID.with(|id| *id)
+    }
+    #[cfg(all(not(loom), target_arch = "x86_64", target_os = "linux"))]
     {
         let tp: usize;
         // SAFETY: reads the word at `%fs:0`, the thread control block's
@@ -46,7 +70,7 @@ fn here() -> usize {
         }
         tp
     }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    #[cfg(all(not(loom), not(all(target_arch = "x86_64", target_os = "linux"))))]
     {
         HERE.with(|h| h as *const u8 as usize)
     }
@@ -80,7 +104,7 @@ unsafe impl<T: Send> Sync for EngineCell<T> {}
 /// What a `with` holds while it runs.
 enum Guard<'a> {
     /// Shared: the lock.
-    Locked(#[allow(dead_code)] std::sync::MutexGuard<'a, ()>),
+    Locked(#[allow(dead_code)] MutexGuard<'a, ()>),
     /// Confined: the mark that a `with` runs.
     Confined(#[allow(dead_code)] Busy<'a>),
 }
@@ -133,7 +157,23 @@ impl<T> EngineCell<T> {
         // the only reference. Confined, this is the owner's thread and no
         // other `with` runs on it (`enter_confined` checked both), and no
         // other thread gets past `enter_confined` while confined.
-        f(unsafe { &mut *self.value.get() })
+        f(unsafe { &mut *self.value_ptr() })
+    }
+
+    /// The value's address. Under loom, reading it records a write access
+    /// of this thread, which the model checks against every other thread's.
+    #[inline(always)]
+    fn value_ptr(&self) -> *mut T {
+        #[cfg(not(loom))]
+        {
+            self.value.get()
+        }
+        #[cfg(loom)]
+        {
+            // SAFETY: the pointer is only dereferenced under the same
+            // conditions as the `std` cell's (see `with`).
+            unsafe { self.value.get_mut().deref() as *mut T }
+        }
     }
 
     /// The checks of a confined `with`: the owner's thread, not nested.
@@ -204,12 +244,12 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
     /// store on this path counts in the slow cross-core state
     /// (`docs/performance.md`). Without the mark a BTL that called back
     /// into the cell from its `sendi` would alias it, so it answers false
-    /// unless every BTL is `oxmpi-btl`'s own ([`crate::Ob1::btls_in_tree`]),
-    /// none of which does.
+    /// unless every BTL promised never to ([`oxmpi_btl::btl::NeverReenters`],
+    /// an `unsafe` trait: [`crate::Ob1::btls_never_reenter`]).
     #[inline(always)]
     pub(crate) fn try_sendi(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
         // SAFETY: `sendi_bytes` is the PML's own code over its BTLs, which
-        // `unmarked` checked are all `oxmpi-btl`'s.
+        // `unmarked` checked all promise never to re-enter it.
         match unsafe { self.unmarked() } {
             Some(o) => o.sendi_bytes(data, dst, tag, ctx),
             None => false,
@@ -227,7 +267,7 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
     #[cold]
     pub(crate) fn try_send_eager(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
         // SAFETY: `send_eager_now` is the PML's own code over its BTLs,
-        // which `unmarked` checked are all `oxmpi-btl`'s.
+        // which `unmarked` checked all promise never to re-enter it.
         let Some(o) = (unsafe { self.unmarked() }) else {
             return false;
         };
@@ -253,21 +293,22 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
         polls: u32,
     ) -> Option<crate::Status> {
         // SAFETY: `recv_small` is the PML's own code over its BTLs, which
-        // `unmarked` checked are all `oxmpi-btl`'s; that includes the
+        // `unmarked` checked all promise never to re-enter it; that includes the
         // queued actions it may run (a CREDIT for the sender, pending sends,
-        // RDMA and deregistrations): PML code and in-tree BTL calls, none of
+        // RDMA and deregistrations): PML code and calls of those BTLs, none of
         // which enters the cell or calls user code.
         unsafe { self.unmarked() }?.recv_small(dst, src, tag, ctx, polls)
     }
 
     /// The PML, not marked busy: `None` when the cell is shared, confined
-    /// to another thread, inside a `with`, or has a BTL from outside
-    /// `oxmpi-btl`.
+    /// to another thread, inside a `with`, or has a BTL that did not promise
+    /// never to re-enter it ([`oxmpi_btl::btl::NeverReenters`]).
     ///
     /// # Safety
     /// The caller runs only the PML's own code with the reference, and
     /// drops it before the cell is used again: nothing it reaches enters
-    /// the cell (the PML's code does not, nor do `oxmpi-btl`'s BTLs).
+    /// the cell (the PML's code does not, nor do BTLs that implement
+    /// [`oxmpi_btl::btl::NeverReenters`]: their `unsafe impl` is the promise).
     #[inline(always)]
     // A `&mut` from `&self`, as `UnsafeCell::get` gives it: unique by the
     // confinement checked here and the contract above.
@@ -284,10 +325,10 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
         // `with`, this is the only reference, and the caller's contract
         // keeps it so while it lives. Without the busy mark, a BTL that
         // called back into the cell would alias it: none of `oxmpi-btl`'s
-        // does, and any other makes this `None` (checked before any BTL is
-        // called).
-        let o = unsafe { &mut *self.value.get() };
-        o.btls_in_tree().then_some(o)
+        // does (the promise of their `unsafe impl NeverReenters`), and any
+        // other makes this `None` (checked before any BTL is called).
+        let o = unsafe { &mut *self.value_ptr() };
+        o.btls_never_reenter().then_some(o)
     }
 }
 
@@ -385,5 +426,76 @@ mod tests {
         // Shared for good.
         assert!(!c.confine());
         assert!(c.is_shared());
+    }
+}
+
+/// The cell under loom: `RUSTFLAGS="--cfg loom" cargo test -p oxmpi-pml
+/// --lib --release loom_models` (CI runs it). A `with` that touched the
+/// value without the lock while another thread held it would be a data
+/// race loom reports (the value's cell is loom's: see `value_ptr`).
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::EngineCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(f);
+    }
+
+    /// Shared: two threads' `with`s exclude each other; every increment
+    /// lands.
+    #[test]
+    fn shared_withs_exclude_each_other() {
+        model(|| {
+            let c = Arc::new(EngineCell::new(0u64));
+            let c2 = Arc::clone(&c);
+            let t = thread::spawn(move || {
+                c2.with(|v| *v += 1);
+                c2.with(|v| *v += 1);
+            });
+            c.with(|v| *v += 10);
+            t.join().unwrap();
+            assert_eq!(c.with(|v| *v), 12);
+        });
+    }
+
+    /// Confined, then shared again by its owner before a second thread
+    /// starts: the owner's unlocked writes are seen by the other thread's
+    /// locked `with`, and the two then exclude each other.
+    #[test]
+    fn confined_then_shared_hands_over_its_writes() {
+        model(|| {
+            let c = Arc::new(EngineCell::new(0u64));
+            assert!(c.confine());
+            c.with(|v| *v += 1);
+            assert!(!c.is_shared());
+            c.share();
+            let c2 = Arc::clone(&c);
+            let t = thread::spawn(move || c2.with(|v| *v += 100));
+            c.with(|v| *v += 10);
+            t.join().unwrap();
+            assert_eq!(c.with(|v| *v), 111);
+        });
+    }
+
+    /// A thread that reaches a confined cell panics instead of touching
+    /// the value: the owner's unlocked accesses stay alone.
+    #[test]
+    fn another_thread_on_a_confined_cell_panics_and_touches_nothing() {
+        model(|| {
+            let c = Arc::new(EngineCell::new(0u64));
+            assert!(c.confine());
+            let c2 = Arc::clone(&c);
+            let t = thread::spawn(move || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c2.with(|v| *v += 100)))
+                    .is_err()
+            });
+            c.with(|v| *v += 1);
+            assert!(t.join().unwrap(), "the other thread went on");
+            assert_eq!(c.with(|v| *v), 1);
+        });
     }
 }

@@ -158,7 +158,8 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// to). The small-message path of `MPI_Isend` and `MPI_Send` of a
     /// [`Pml::confine`]d PML; a shared one (`MPI_THREAD_MULTIPLE`) answers
     /// false, for the ordinary send, which takes the lock. So does a PML
-    /// with a BTL from outside `oxmpi-btl` ([`oxmpi_btl::btl::in_tree`]).
+    /// with a BTL that did not promise never to re-enter it
+    /// ([`oxmpi_btl::btl::NeverReenters`]).
     #[inline(always)]
     pub fn try_sendi(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
         data.len() <= self.sendi_limit && self.inner.try_sendi(data, dst, tag, ctx)

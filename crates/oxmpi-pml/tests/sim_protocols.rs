@@ -2905,7 +2905,7 @@ fn a_late_cancel_never_cancels_the_next_round_of_a_persistent_send() {
 /// plain sim module it takes the message; wrapped from outside, it takes
 /// nothing and the message stays for the ordinary receive.
 #[test]
-fn try_recv_small_runs_only_over_in_tree_btls() {
+fn try_recv_small_runs_only_over_btls_that_never_reenter() {
     for wrapped in [false, true] {
         let net = SimNet::new(SimConfig::default());
         let mods: Vec<SimBtl> = (0..2).map(|r| net.module(r)).collect();
@@ -2958,7 +2958,7 @@ fn try_recv_small_runs_only_over_in_tree_btls() {
 /// call back into the PML from its `sendi`) makes it answer false, with
 /// nothing sent or counted, and the send goes the ordinary way.
 #[test]
-fn try_sendi_runs_only_over_in_tree_btls() {
+fn try_sendi_runs_only_over_btls_that_never_reenter() {
     // One rank over the self BTL alone: in tree, the message goes.
     let btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(0, DEFAULT_LIMITS))];
     let peers = [PeerDesc {
@@ -2967,7 +2967,7 @@ fn try_sendi_runs_only_over_in_tree_btls() {
     }];
     let mut o = Ob1::new(sim_pml(), 0, btls, &peers).unwrap();
     o.add_comm(CTX, vec![0], 0).unwrap();
-    assert!(o.btls_in_tree());
+    assert!(o.btls_never_reenter());
     let pml = oxmpi_pml::Pml::new(o, 0, false);
     assert!(pml.confine());
     assert!(pml.try_sendi(b"abc", 0, 5, CTX));
@@ -2975,7 +2975,7 @@ fn try_sendi_runs_only_over_in_tree_btls() {
 
     // Two ranks whose sim modules are wrapped from outside `oxmpi-btl`.
     let mut w = world(2);
-    assert!(!w.ranks[0].btls_in_tree());
+    assert!(!w.ranks[0].btls_never_reenter());
     let pml = oxmpi_pml::Pml::new(w.ranks.remove(0), 0, false);
     assert!(pml.confine());
     assert!(!pml.try_sendi(b"abc", 1, 5, CTX));

@@ -1586,9 +1586,14 @@ fn on_control(
     }
 }
 
+// SAFETY: no operation of this BTL calls anything outside this crate but
+// the kernel and the sink its progress calls are given.
+#[allow(unsafe_code)]
+unsafe impl crate::btl::NeverReenters for SmBtl {}
+
 impl Btl for SmBtl {
-    fn in_tree(&self, _: crate::btl::sealed::InTree) -> bool {
-        true
+    fn no_reentry(&self) -> Option<crate::btl::NoReentry> {
+        Some(crate::btl::NoReentry::of(self))
     }
 
     fn name(&self) -> &'static str {

@@ -2011,9 +2011,14 @@ fn connect_socket(
     }
 }
 
+// SAFETY: no operation of this BTL calls anything outside this crate but
+// the kernel and the sink its progress calls are given.
+#[allow(unsafe_code)]
+unsafe impl crate::btl::NeverReenters for TcpBtl {}
+
 impl Btl for TcpBtl {
-    fn in_tree(&self, _: crate::btl::sealed::InTree) -> bool {
-        true
+    fn no_reentry(&self) -> Option<crate::btl::NoReentry> {
+        Some(crate::btl::NoReentry::of(self))
     }
 
     fn name(&self) -> &'static str {

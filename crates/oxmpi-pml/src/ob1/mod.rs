@@ -286,8 +286,8 @@ pub struct PeerDesc {
 /// The ob1 PML over a list of BTLs.
 pub struct Ob1<B: ?Sized + Btl> {
     btls: Vec<Box<B>>,
-    /// [`Ob1::btls_in_tree`], fixed at creation (the list only shrinks).
-    in_tree: bool,
+    /// [`Ob1::btls_never_reenter`], fixed at creation (the list only shrinks).
+    never_reenter: bool,
     /// The time the engine sees ([`Ob1::set_clock`]).
     clock: std::sync::Arc<dyn crate::clock::Clock>,
     st: State,
@@ -366,10 +366,10 @@ impl<B: ?Sized + Btl> Ob1<B> {
         let credits = vec![cfg.eager_credits; n];
         let rcache = Rcache::new(btls.len(), cfg.leave_pinned, cfg.rcache_max_entries);
         let nbtls = btls.len();
-        let in_tree = btls.iter().all(|b| oxmpi_btl::btl::in_tree(&**b));
+        let never_reenter = btls.iter().all(|b| oxmpi_btl::btl::never_reenters(&**b));
         Ok(Ob1 {
             btls,
-            in_tree,
+            never_reenter,
             clock: std::sync::Arc::new(crate::clock::WallClock),
             st: State {
                 cfg,
@@ -558,11 +558,11 @@ impl<B: ?Sized + Btl> Ob1<B> {
         self.st.cfg.sendi_limit
     }
 
-    /// Whether every BTL is one of `oxmpi-btl`'s ([`oxmpi_btl::btl::in_tree`]),
-    /// none of which calls back into the PML from an operation.
+    /// Whether every BTL promised never to call back into the PML from an
+    /// operation ([`oxmpi_btl::btl::NeverReenters`], an `unsafe` trait).
     #[inline]
-    pub fn btls_in_tree(&self) -> bool {
-        self.in_tree
+    pub fn btls_never_reenter(&self) -> bool {
+        self.never_reenter
     }
 
     /// Drives every BTL once and runs the work that produced. Returns how
