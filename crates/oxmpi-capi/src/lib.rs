@@ -12,6 +12,9 @@
 //! `MPI_Error_string` gives, naming the call and the cause; a handler the
 //! program created is called with the communicator and that code).
 //! Errors of calls without a communicator use `MPI_COMM_WORLD`'s handler.
+//! One-sided communication, MPI-IO and dynamic process management are not
+//! implemented: their functions fail with `MPI_ERR_UNSUPPORTED_OPERATION`
+//! ([`unsupported`]).
 //!
 //! `include/mpi.h` is the standard ABI header; `mpicc` (in `bin/`) wraps
 //! the system C compiler with its include and link flags.
@@ -30,5 +33,6 @@ pub mod p2p;
 pub mod session;
 pub mod state;
 pub mod types;
+pub mod unsupported;
 #[cfg(target_arch = "x86_64")]
 pub mod x87;
