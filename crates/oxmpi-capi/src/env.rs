@@ -1,5 +1,7 @@
-//! Environment calls: init, finalize, abort, time, versions, thread
-//! levels, error classes and handlers, communicator rank and size.
+//! Environment calls: init, finalize (and the start and end of the one
+//! runtime the World Model and sessions share), abort, time, versions,
+//! thread levels, `MPI_Pcontrol`, communicator rank and size. Error
+//! handlers and classes are `crate::errh`'s, attributes `crate::attr`'s.
 
 use std::ffi::{c_char, c_double, c_int};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
