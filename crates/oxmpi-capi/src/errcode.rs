@@ -2,7 +2,7 @@
 //! failed call, and the classes, codes and strings a program adds.
 //!
 //! As in MPICH, an error returned to the program is a *code*, not its
-//! class: `MPI_Error_class` gives the class, `MPI_Error_string` the
+//! class (but for `MPI_ERR_IN_STATUS`, which MPICH too returns bare): `MPI_Error_class` gives the class, `MPI_Error_string` the
 //! message that names the call and the offending value ("MPI_Send:
 //! invalid rank (MPI_ERR_RANK): rank 8 of a communicator of 3"). The
 //! messages wait in a bounded ring of [`RING_SLOTS`] recent ones; a code
@@ -171,6 +171,12 @@ pub fn code_of(func: &str, e: &Error) -> c_int {
         return c;
     }
     let class = e.class().code();
+    if e.class() == ErrorClass::InStatus {
+        // The class itself, as MPICH returns it: programs compare with it
+        // (`rc == MPI_ERR_IN_STATUS`) to know that the statuses hold the
+        // errors, which are codes with their own strings.
+        return class;
+    }
     let (name, text) = class_text(class).unwrap_or(("MPI_ERR_UNKNOWN", "unknown error"));
     record(class, format!("{func}: {text} ({name}): {}", e.message()))
 }
@@ -400,6 +406,12 @@ mod tests {
         assert_eq!(class_of(c), None);
         assert!(add_code(ERR_LASTCODE + 1_000_000).is_err());
         assert!(add_code(0).is_err());
+    }
+
+    #[test]
+    fn in_status_is_the_class_itself() {
+        let e = Error::new(ErrorClass::InStatus, "a request failed: see the statuses");
+        assert_eq!(code_of("MPI_Waitall", &e), 19);
     }
 
     #[test]

@@ -6,7 +6,9 @@
  *    class MPI_ERR_RANK with a non-empty string (strict: the string names
  *    MPI_Send and the rank's value, and the code is not the bare class, as
  *    in MPICH); MPI_Recv of a message too long gives a code of class
- *    MPI_ERR_TRUNCATE; every class's string is non-empty.
+ *    MPI_ERR_TRUNCATE (strict: MPI_Waitall of such a receive returns
+ *    MPI_ERR_IN_STATUS itself, as MPICH does); every class's string is
+ *    non-empty.
  *  - A handler made by MPI_Comm_create_errhandler, set on a duplicate of
  *    MPI_COMM_WORLD, is called once per failed call with that
  *    communicator and the failed call's code (class MPI_ERR_RANK), and the
@@ -73,6 +75,18 @@ int main(int argc, char **argv)
         MPI_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
         MPI_CHECK(MPI_Error_string(rc, msg, &len));
         CHECK(len > 0, "empty string for a truncation");
+        if (strict_mode()) {
+            /* MPI_Waitall's MPI_ERR_IN_STATUS is the class itself (as in
+             * MPICH: programs compare with it), the status a code. */
+            MPI_Request rs[2];
+            MPI_Status sts[2];
+            MPI_CHECK(MPI_Irecv(small, 2, MPI_INT, 0, 9, MPI_COMM_SELF, &rs[0]));
+            MPI_CHECK(MPI_Isend(big, 4, MPI_INT, 0, 9, MPI_COMM_SELF, &rs[1]));
+            rc = MPI_Waitall(2, rs, sts);
+            CHECK(rc == MPI_ERR_IN_STATUS, "Waitall returned %d, not MPI_ERR_IN_STATUS", rc);
+            CHECK(check_class(sts[0].MPI_ERROR) == MPI_ERR_TRUNCATE, "status error %d",
+                  sts[0].MPI_ERROR);
+        }
     }
     static const int classes[] = {
         MPI_SUCCESS,       MPI_ERR_BUFFER,   MPI_ERR_COUNT,    MPI_ERR_TYPE,     MPI_ERR_TAG,
