@@ -77,6 +77,8 @@ fn need<T>(p: *const T, what: &str) -> Result<(), Error> {
 fn register(s: &State, parent: &CommObj, c: crate::state::Comm) -> Result<usize, Error> {
     let coll = c.dup()?;
     let errh = *lock(&parent.errh);
+    // The new communicator's reference to a handler the program created.
+    crate::errh::retain(errh);
     let obj = CommObj {
         comm: c,
         coll,
@@ -215,6 +217,54 @@ fn comparison_code(c: Comparison) -> c_int {
     }
 }
 
+/// `MPI_Comm_free` (and the end of `MPI_Comm_disconnect`) of `*comm`:
+/// its attributes are deleted (a failing delete callback fails the call
+/// and keeps it), then it goes and `*comm` becomes `MPI_COMM_NULL`.
+///
+/// # Safety
+/// `comm` null or valid for reading and writing.
+unsafe fn free_comm(s: &State, comm: *mut usize) -> Result<(), Error> {
+    need(comm, "comm")?;
+    // SAFETY: not null; the caller's in/out-parameter.
+    let h = unsafe { comm.read() };
+    match h {
+        COMM_WORLD | COMM_SELF => {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                "a predefined communicator cannot be freed",
+            ))
+        }
+        COMM_NULL => {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                "MPI_COMM_NULL cannot be freed",
+            ))
+        }
+        _ => {}
+    }
+    if lock(&s.comms).get(h).is_none() {
+        return Err(Error::new(
+            ErrorClass::Comm,
+            format!("invalid communicator handle {h:#x}"),
+        ));
+    }
+    // Its attributes first, last set first (a failing delete callback
+    // fails the call and keeps the communicator).
+    crate::attr::delete_all(crate::attr::Kind::Comm, h)?;
+    let obj = lock(&s.comms).remove(h);
+    let obj = obj.ok_or_else(|| {
+        Error::new(
+            ErrorClass::Comm,
+            format!("invalid communicator handle {h:#x}"),
+        )
+    })?;
+    crate::errh::release(*lock(&obj.errh));
+    crate::info::forget_comm(h);
+    drop(obj);
+    // SAFETY: the caller's in/out-parameter.
+    unsafe { put(comm, COMM_NULL, "comm") }
+}
+
 /// Sizes of the blocks `MPI_Alloc_mem` handed out, by address.
 static ALLOCATIONS: Mutex<Option<HashMap<usize, Layout>>> = Mutex::new(None);
 
@@ -230,8 +280,44 @@ entry! {
         need(newcomm, "newcomm")?;
         let d = c.comm.dup()?;
         let h = register(s, &c, d)?;
+        // The attributes, through their copy callbacks; if one fails, the
+        // new communicator goes again.
+        if let Err(e) = crate::attr::copy_all(crate::attr::Kind::Comm, comm, h) {
+            if let Some(obj) = lock(&s.comms).remove(h) {
+                crate::errh::release(*lock(&obj.errh));
+            }
+            return Err(e);
+        }
+        crate::info::copy_comm(comm, h);
         // SAFETY: the caller's out-parameter.
         unsafe { put(newcomm, h, "newcomm") }
+    }
+
+    /// `MPI_Comm_get_parent`: `MPI_COMM_NULL` (no oxmpi process is
+    /// spawned: dynamic process management is not part of oxmpi).
+    fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut usize) comm = None; {
+        state()?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(parent, COMM_NULL, "parent") }
+    }
+
+    /// `MPI_Comm_disconnect`: waits until every member reaches the call (so
+    /// the communication on it is done), then frees the communicator as
+    /// `MPI_Comm_free` does. Collective.
+    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut usize) comm = {
+        // SAFETY: the caller's in/out-parameter (null is checked).
+        unsafe { peek(comm) }
+    }; {
+        let s = state()?;
+        need(comm, "comm")?;
+        // SAFETY: not null; the caller's in/out-parameter.
+        let h = unsafe { comm.read() };
+        if matches!(h, COMM_WORLD | COMM_SELF | COMM_NULL) {
+            return Err(Error::new(ErrorClass::Comm, "a predefined communicator or MPI_COMM_NULL cannot be disconnected"));
+        }
+        s.comm(h)?.coll.barrier()?;
+        // SAFETY: the caller's in/out-parameter.
+        unsafe { free_comm(s, comm) }
     }
 
     /// `MPI_Comm_split`: by `color` (`MPI_UNDEFINED`: `MPI_COMM_NULL`),
@@ -261,20 +347,25 @@ entry! {
     /// this node) or `MPI_UNDEFINED` (`MPI_COMM_NULL`).
     /// `MPI_COMM_TYPE_HW_GUIDED` and `MPI_COMM_TYPE_RESOURCE_GUIDED` split
     /// by the resource their info key names (`mpi_hw_resource_type`,
-    /// `mpi_pset_name`); oxmpi has no info objects, so no key is ever
-    /// given, and as the standard says for a missing or unsupported key
-    /// the result is `MPI_COMM_NULL` (MPICH does the same). Other types
-    /// are `MPI_ERR_ARG`. Collective.
+    /// `mpi_pset_name`): `mpi_hw_resource_type` = `mpi_shared_memory` is
+    /// `MPI_COMM_TYPE_SHARED`, as the standard reserves it; for any other
+    /// (or a missing) key, as the standard says for an unsupported one,
+    /// the result is `MPI_COMM_NULL` (MPICH does the same). Other types are
+    /// `MPI_ERR_ARG`. Collective.
     fn MPI_Comm_split_type / PMPI_Comm_split_type(
         comm: usize,
         split_type: c_int,
         key: c_int,
-        _info: usize,
+        info: usize,
         newcomm: *mut usize,
     ) comm = Some(comm); {
         let s = state()?;
         let c = s.comm(comm)?;
         need(newcomm, "newcomm")?;
+        let hints = crate::info::entries_or_none(info)?;
+        let shared_memory = split_type == COMM_TYPE_HW_GUIDED
+            && hints.iter().any(|(k, v)| k == "mpi_hw_resource_type" && v == "mpi_shared_memory");
+        let split_type = if shared_memory { COMM_TYPE_SHARED } else { split_type };
         let color = match split_type {
             UNDEFINED | COMM_TYPE_HW_GUIDED | COMM_TYPE_RESOURCE_GUIDED => None,
             COMM_TYPE_SHARED => {
@@ -304,23 +395,8 @@ entry! {
         unsafe { peek(comm) }
     }; {
         let s = state()?;
-        need(comm, "comm")?;
-        // SAFETY: not null; the caller's in/out-parameter.
-        let h = unsafe { comm.read() };
-        match h {
-            COMM_WORLD | COMM_SELF => {
-                return Err(Error::new(ErrorClass::Comm, "a predefined communicator cannot be freed"))
-            }
-            COMM_NULL => return Err(Error::new(ErrorClass::Comm, "MPI_COMM_NULL cannot be freed")),
-            _ => {}
-        }
-        let obj = lock(&s.comms).remove(h);
-        let obj = obj.ok_or_else(|| {
-            Error::new(ErrorClass::Comm, format!("invalid communicator handle {h:#x}"))
-        })?;
-        drop(obj);
         // SAFETY: the caller's in/out-parameter.
-        unsafe { put(comm, COMM_NULL, "comm") }
+        unsafe { free_comm(s, comm) }
     }
 
     /// `MPI_Comm_compare`: `MPI_IDENT`, `MPI_CONGRUENT`, `MPI_SIMILAR` or

@@ -21,7 +21,9 @@ use crate::entry;
 use crate::env::put;
 use crate::p2p::CStatus;
 use crate::state::{lock, null_arg, state, DATATYPE_NULL};
-use crate::types::{arg_type, count, new_type_with, predefined, release_type, retain_types};
+use crate::types::{
+    arg_type, count, new_type_with, predefined, release_type_collect, retain_types,
+};
 
 /// `MPI_UNDEFINED`.
 pub const UNDEFINED: c_int = -32766;
@@ -716,7 +718,29 @@ entry! {
             return Err(bad_handle(h));
         }
         let s = state()?;
-        release_type(&mut lock(&s.types), h).ok_or_else(|| bad_handle(h))?;
+        // The last reference: its attributes are deleted first (their
+        // callbacks see the handle still valid; one that fails keeps the
+        // type).
+        let last = lock(&s.types).get(h).ok_or_else(|| bad_handle(h))?.refs == 1;
+        if last {
+            crate::attr::delete_all(crate::attr::Kind::Type, h)?;
+        }
+        let mut removed = Vec::new();
+        let orphans: Vec<_> = {
+            let mut g = lock(&s.types);
+            release_type_collect(&mut g, h, &mut removed).ok_or_else(|| bad_handle(h))?;
+            // Types the program freed before, gone only now: their
+            // attributes leave with them, before the handles are reused.
+            removed
+                .iter()
+                .filter(|&&r| r != h)
+                .map(|&r| (r, crate::attr::take(crate::attr::Kind::Type, r)))
+                .collect()
+        };
+        for (r, list) in orphans {
+            // The type is gone: a failing callback has nothing left to fail.
+            let _ = crate::attr::run_deletes(r, list);
+        }
         // SAFETY: as above.
         unsafe { datatype.write(DATATYPE_NULL) };
         Ok(())
@@ -737,13 +761,21 @@ entry! {
         let contents = Contents::new(COMBINER_DUP).types([oldtype]);
         // SAFETY: the caller's out-parameter.
         unsafe { create(newtype, contents, || Ok(any_type(oldtype)?.as_raw().dup())) }?;
+        // SAFETY: `create` succeeded, so `newtype` holds the new handle.
+        let h = unsafe { newtype.read() };
+        let s = state()?;
         if committed {
-            // SAFETY: `create` succeeded, so `newtype` holds the new handle.
-            let h = unsafe { newtype.read() };
-            let s = state()?;
             if let Some(t) = lock(&s.types).get_mut(h) {
                 t.committed = true;
             }
+        }
+        // The attributes, through their copy callbacks; if one fails, the
+        // new type goes again.
+        if let Err(e) = crate::attr::copy_all(crate::attr::Kind::Type, oldtype, h) {
+            crate::types::release_type(&mut lock(&s.types), h);
+            // SAFETY: the caller's out-parameter.
+            unsafe { newtype.write(DATATYPE_NULL) };
+            return Err(e);
         }
         Ok(())
     }

@@ -7,21 +7,32 @@
 //! datatype`, and calls the Rust API, so the semantics are the Rust API's.
 //! Errors go through the communicator's error handler
 //! (`MPI_ERRORS_ARE_FATAL` by default: the job is aborted with a message
-//! naming the call and the cause; `MPI_ERRORS_RETURN`: the error class is
-//! returned). Errors of calls without a communicator use
-//! `MPI_COMM_WORLD`'s handler.
+//! naming the call and the cause; `MPI_ERRORS_RETURN`: an error code is
+//! returned, whose class `MPI_Error_class` gives and whose string
+//! `MPI_Error_string` gives, naming the call and the cause; a handler the
+//! program created is called with the communicator and that code).
+//! Errors of calls without a communicator use `MPI_COMM_WORLD`'s handler.
+//! One-sided communication, MPI-IO and dynamic process management are not
+//! implemented: their functions fail with `MPI_ERR_UNSUPPORTED_OPERATION`
+//! ([`unsupported`]).
 //!
 //! `include/mpi.h` is the standard ABI header; `mpicc` (in `bin/`) wraps
 //! the system C compiler with its include and link flags.
 #![allow(unsafe_code)]
 #![allow(non_snake_case)]
 
+pub mod attr;
 pub mod coll;
 pub mod comm;
 pub mod dtype;
 pub mod env;
+pub mod errcode;
+pub mod errh;
+pub mod info;
 pub mod p2p;
+pub mod session;
 pub mod state;
 pub mod types;
+pub mod unsupported;
 #[cfg(target_arch = "x86_64")]
 pub mod x87;

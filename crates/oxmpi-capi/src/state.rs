@@ -501,31 +501,26 @@ impl State {
 /// The error handler that reports errors of calls on `comm` (or, for calls
 /// without a communicator, `MPI_COMM_WORLD`'s).
 pub fn errhandler_of(comm: Option<usize>) -> usize {
-    let Some(s) = state_any() else {
-        return ERRORS_ARE_FATAL;
-    };
-    let c = comm
-        .and_then(|h| s.comm(h).ok())
-        .unwrap_or(CommRef::Static(&s.world));
-    let e = *lock(&c.errh);
-    e
+    crate::errh::of_comm(comm).0
 }
 
-/// Reports `e` raised by `func` through the error handler of `comm`:
-/// returns its class under `MPI_ERRORS_RETURN`, aborts the job with a
-/// message naming the call and the cause otherwise.
+/// Reports `e` raised by `func` through the error handler of `comm`: the
+/// error's code (`crate::errcode::code_of`: its class and a string naming
+/// the call and the cause) is returned under `MPI_ERRORS_RETURN`, handed
+/// to the program's handler (and then returned) if it set one, and the
+/// job is aborted with a message naming the call and the cause under the
+/// fatal handlers. The error path only: out of line.
+#[cold]
+#[inline(never)]
 pub fn raise(func: &str, comm: Option<usize>, e: &Error) -> c_int {
-    let code = e.class().code();
-    match errhandler_of(comm) {
+    let code = crate::errcode::code_of(func, e);
+    let (h, obj) = crate::errh::of_comm(comm);
+    match h {
         ERRORS_RETURN => code,
-        _ => {
-            let msg = format!("{func}: {e}");
-            eprintln!("oxmpi: fatal error in {msg}");
-            match state_any() {
-                Some(s) if !finalized() => s.universe.abort(code, &msg),
-                _ => std::process::exit(code.max(1)),
-            }
+        ERRORS_ARE_FATAL | ERRORS_ABORT => {
+            crate::errh::fatal(func, e.class().code(), &e.to_string())
         }
+        _ => crate::errh::invoke(h, obj, code, func, &|| e.to_string()),
     }
 }
 

@@ -254,6 +254,16 @@ pub fn retain_types(g: &mut Table<TypeObj>, hs: &[usize]) {
 /// chain of a million dups is freed in constant stack). `None` if `h` is
 /// not in the table.
 pub fn release_type(g: &mut Table<TypeObj>, h: usize) -> Option<()> {
+    release_type_collect(g, h, &mut Vec::new())
+}
+
+/// [`release_type`], adding each handle it removed from the table to
+/// `removed` (their attributes go too: `crate::attr`).
+pub fn release_type_collect(
+    g: &mut Table<TypeObj>,
+    h: usize,
+    removed: &mut Vec<usize>,
+) -> Option<()> {
     g.get(h)?;
     let mut todo = vec![h];
     while let Some(h) = todo.pop() {
@@ -263,6 +273,7 @@ pub fn release_type(g: &mut Table<TypeObj>, h: usize) -> Option<()> {
         t.refs -= 1;
         if t.refs == 0 {
             let t = g.remove(h).expect("present");
+            removed.push(h);
             todo.extend(
                 t.contents
                     .types

@@ -56,8 +56,14 @@ fn compile(name: &str) -> PathBuf {
 }
 
 fn run(exe: &Path, np: u32, btl: &str) -> (i32, String, String) {
+    run_with(exe, &[], np, btl)
+}
+
+/// [`run`] with more launcher arguments.
+fn run_with(exe: &Path, extra: &[&str], np: u32, btl: &str) -> (i32, String, String) {
     let prefix = install();
     let mut child = Command::new(prefix.join("bin/oxmpirun"))
+        .args(extra)
         .args(["-n", &np.to_string(), "--mca", "btl", btl])
         .arg(exe)
         // The C suite's oxmpi-specific checks (see tests/c/README.md).
@@ -297,7 +303,8 @@ fn datatypes_in_c() {
 
 /// The C test suite (`tests/c`, one program per group of calls; see its
 /// README): built with our mpicc through its Makefile, each program run
-/// with 2, 3 and 8 ranks over sm and over tcp.
+/// with 2, 3 and 8 ranks over sm and over tcp (and with 1 rank, those
+/// that run on one).
 #[test]
 fn c_test_suite() {
     let prefix = install();
@@ -323,10 +330,24 @@ fn c_test_suite() {
         .collect();
     programs.sort();
     assert!(programs.len() >= 10, "built only {programs:?}");
+    // The programs that also run on one rank (their header comments say so).
+    const ONE_RANK: [&str; 6] = [
+        "env",
+        "errhandlers",
+        "attrs",
+        "info",
+        "sessions",
+        "unsupported",
+    ];
     let mut failures = Vec::new();
     for exe in &programs {
         let name = exe.file_name().unwrap().to_string_lossy().into_owned();
-        for np in [2, 3, 8] {
+        let one: &[u32] = if ONE_RANK.contains(&name.as_str()) {
+            &[1]
+        } else {
+            &[]
+        };
+        for &np in one.iter().chain(&[2, 3, 8]) {
             for btl in ["self,sm", "self,tcp"] {
                 let (code, out, err) = run(exe, np, btl);
                 let ok = code == 0 && out.contains(&format!("ok: {name}")) && err.trim().is_empty();
@@ -377,6 +398,35 @@ fn a_killed_rank_is_named_not_the_survivor_that_noticed() {
                 err.contains("rank 2 (pid") && err.contains("signal 9 (SIGKILL)"),
                 "{btl}: {err}"
             );
+        }
+    }
+}
+
+/// A request that fails because its peer died (`--enable-recovery`, the
+/// survivors under `MPI_ERRORS_RETURN`): `MPI_Error_string` of the code
+/// `MPI_Wait` returns, and of the code in `MPI_Waitall`'s status, names the
+/// call and the reason the PML recorded, not the class alone.
+#[test]
+fn a_failed_requests_code_names_its_reason() {
+    let exe = compile("failed_reason");
+    for btl in ["self,sm", "self,tcp"] {
+        let (code, out, err) = run_with(&exe, &["--enable-recovery"], 3, btl);
+        assert_eq!(code, 128 + 9, "{btl}: {out}{err}");
+        let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("reason ")).collect();
+        assert_eq!(lines.len(), 4, "{btl}: {out}{err}");
+        for call in ["MPI_Wait ", "MPI_Waitall "] {
+            let mine: Vec<&&str> = lines
+                .iter()
+                .filter(|l| l.starts_with(&format!("reason {call}")))
+                .collect();
+            assert_eq!(mine.len(), 2, "{btl}: {out}");
+            for l in mine {
+                let call = call.trim();
+                assert!(
+                    l.contains(&format!("): {call}: ")) && l.contains("rank 2 is gone"),
+                    "{btl}: {l}"
+                );
+            }
         }
     }
 }

@@ -26,6 +26,10 @@ pub use oxmpi_pml::ErrClass as ErrorClass;
 #[error("{class:?} ({code}): {msg}", code = class.code())]
 pub struct Error {
     class: ErrClass,
+    /// The code a C program's callback returned (0: none). Beside the
+    /// class it fills what was padding: the error stays 32 bytes, as do
+    /// the `Result`s the small-message paths return.
+    code: i32,
     msg: String,
 }
 
@@ -42,7 +46,41 @@ impl Error {
         Error {
             class,
             msg: msg.into(),
+            code: 0,
         }
+    }
+
+    /// An error of `class` that carries the error code `code`: a code the
+    /// program defined and one of its callbacks returned (a C program's
+    /// `MPI_Add_error_code`), which the C layer passes on unchanged
+    /// instead of making a code of its own. `MPI_SUCCESS` (0) is no error
+    /// code: with 0 the error carries none.
+    ///
+    /// ```
+    /// use oxmpi::{Error, ErrorClass};
+    /// let e = Error::with_code(ErrorClass::Other, 0x4001, "delete_fn returned 16385");
+    /// assert_eq!(e.code(), Some(0x4001));
+    /// assert_eq!(Error::new(ErrorClass::Other, "x").code(), None);
+    /// // No bigger than a class and a message.
+    /// assert_eq!(std::mem::size_of::<Error>(), 32);
+    /// ```
+    pub fn with_code(class: ErrorClass, code: i32, msg: impl Into<String>) -> Error {
+        Error {
+            class,
+            msg: msg.into(),
+            code,
+        }
+    }
+
+    /// The error code the error carries, if it was made with
+    /// [`Error::with_code`].
+    ///
+    /// ```
+    /// use oxmpi::{Error, ErrorClass};
+    /// assert_eq!(Error::with_code(ErrorClass::Arg, 0x4002, "x").code(), Some(0x4002));
+    /// ```
+    pub fn code(&self) -> Option<i32> {
+        (self.code != 0).then_some(self.code)
     }
 
     /// The MPI error class.
@@ -74,6 +112,7 @@ impl From<PmlError> for Error {
         Error {
             class: e.class,
             msg: e.msg,
+            code: 0,
         }
     }
 }

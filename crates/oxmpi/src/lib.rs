@@ -39,6 +39,7 @@ mod collective;
 mod comm;
 mod confine;
 mod datatype;
+pub mod environment;
 mod error;
 mod failure;
 pub mod framework;

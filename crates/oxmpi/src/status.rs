@@ -115,6 +115,18 @@ impl Status {
         self.inner.error
     }
 
+    /// Why the request failed, if it failed and the reason is still kept
+    /// (the PML keeps the last few hundred reasons: see
+    /// `oxmpi_pml::error::reasons`).
+    ///
+    /// ```
+    /// assert_eq!(oxmpi::Status::default().error_reason(), None);
+    /// ```
+    pub fn error_reason(&self) -> Option<String> {
+        self.inner.error?;
+        oxmpi_pml::error::reasons::get(self.inner.detail)
+    }
+
     /// Whether this is the status of an operation on `PROC_NULL`.
     ///
     /// ```no_run
