@@ -22,6 +22,7 @@
 pub mod btl;
 pub mod cma;
 pub mod conformance;
+pub mod hook;
 pub mod mem;
 pub mod memwatch;
 pub mod self_btl;
