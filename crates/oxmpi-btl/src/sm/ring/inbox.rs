@@ -30,6 +30,7 @@ use super::{
     FastArm, FastBox, FastRx, PairLine, Ring, RingConsumer, RingError, RingProducer, R_REGISTERED,
 };
 use crate::btl::{SmallMatch, SmallRecv};
+use std::sync::Arc;
 
 const I_MAGIC: usize = 0;
 const I_SENDERS: usize = 8;
@@ -226,6 +227,14 @@ impl InboxReceiver {
             armed: (0..geometry.n_senders).map(|_| FastArm::new()).collect(),
             evict_ahead: 0,
         })
+    }
+
+    /// The same handle, also keeping `owner` (the mapping the inbox lies
+    /// in) alive while it or any ring or box it reads lives. Call it before
+    /// reading: rings adopted earlier keep only what they kept then.
+    pub fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> InboxReceiver {
+        self.mem.keep(owner);
+        self
     }
 
     /// The senders from ring index `first` on own the pair lines of their

@@ -122,14 +122,13 @@ mod imp {
             }
         }
 
-        /// The same view, also keeping `owner` (e.g. the mapping the view
-        /// lies in) alive as long as it or any sub-view lives.
-        pub(crate) fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> Mem {
+        /// Also keeps `owner` (e.g. the mapping the view lies in) alive as
+        /// long as this view or any sub-view made from now on lives.
+        pub(crate) fn keep(&mut self, owner: Arc<dyn Send + Sync>) {
             self._keep = Some(match self._keep.take() {
                 Some(old) => Arc::new((old, owner)),
                 None => owner,
             });
-            self
         }
 
         /// Bytes in the view.
@@ -308,13 +307,12 @@ mod imp {
             )
         }
 
-        /// The same view, also keeping `owner` alive.
-        pub(crate) fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> Mem {
+        /// Also keeps `owner` alive.
+        pub(crate) fn keep(&mut self, owner: Arc<dyn Send + Sync>) {
             self._keep = Some(match self._keep.take() {
                 Some(old) => Arc::new((old, owner)),
                 None => owner,
             });
-            self
         }
 
         /// Bytes in the view.

@@ -460,10 +460,9 @@ impl FastBox {
 
     /// The same box, keeping `owner` (the mapping it lies in) alive while
     /// the box lives.
-    pub fn keeping(self, owner: Arc<dyn Send + Sync>) -> FastBox {
-        FastBox {
-            mem: self.mem.keeping(owner),
-        }
+    pub fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> FastBox {
+        self.mem.keep(owner);
+        self
     }
 }
 
@@ -713,6 +712,13 @@ impl RingProducer {
             head_cache,
             fast: None,
         })
+    }
+
+    /// The same handle, also keeping `owner` (the mapping the ring lies
+    /// in) alive while it or anything it hands out lives.
+    pub fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> RingProducer {
+        self.mem.keep(owner);
+        self
     }
 
     /// Lets small records go through a fast box when it is empty (see the
