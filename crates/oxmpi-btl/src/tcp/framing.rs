@@ -760,3 +760,126 @@ impl FrameReader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btl::Token;
+    use crate::tcp::wire::{frame_header, frame_header_kind, with_pads, KIND_PUT};
+
+    /// `bytes`, handed out up to `limit` (then EAGAIN), EOF at the end.
+    struct Bytes<'a> {
+        bytes: &'a [u8],
+        at: usize,
+        limit: usize,
+    }
+
+    impl ByteSource for Bytes<'_> {
+        fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
+            if self.at == self.limit && self.limit < self.bytes.len() {
+                return Err(Errno::AGAIN);
+            }
+            let n = buf.len().min(self.limit - self.at);
+            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// Fragments (tag, data) and refused puts (`None`), in order.
+    #[derive(Default)]
+    struct Events(Vec<Option<(u8, Vec<u8>)>>);
+
+    impl BtlSink for Events {
+        fn on_recv(&mut self, _: Endpoint, tag: AmTag, data: &[u8]) {
+            self.0.push(Some((tag.0, data.to_vec())));
+        }
+        fn on_complete(&mut self, _: Token, _: Result<(), BtlError>) {}
+        fn on_peer_lost(&mut self, _: Endpoint, _: &BtlError) {}
+        fn on_put_refused(&mut self, _: Endpoint) {
+            self.0.push(None);
+        }
+    }
+
+    #[allow(unsafe_code)] // the one promise of the layers above
+    fn region(v: &mut [u8]) -> MemRegion {
+        // SAFETY: the test keeps the buffer alive and untouched while the
+        // reader may write it.
+        unsafe { MemRegion::new(v.as_mut_ptr(), v.len()) }
+    }
+
+    fn put_frame(id: u32, nonce: u64, offset: u64, data: &[u8], pads: (usize, usize)) -> Vec<u8> {
+        let h = frame_header_kind(PUT_HDR_LEN + data.len(), 0, KIND_PUT);
+        let mut f = with_pads(h, pads.0, pads.1).to_vec();
+        f.resize(f.len() + pads.0, 0xaa);
+        let seq = 0;
+        f.extend_from_slice(
+            &PutHdr {
+                id,
+                nonce,
+                offset,
+                seq,
+            }
+            .encode(),
+        );
+        f.extend_from_slice(data);
+        f.resize(f.len() + pads.1, 0xbb);
+        f
+    }
+
+    #[test]
+    fn a_stream_read_whole_or_in_pieces_gives_the_same_fragments_and_puts() {
+        let big: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        for chunk in [usize::MAX, 1, 7, 1000] {
+            let mut mem = vec![0u8; 4096];
+            let targets = PutTargets::new();
+            let (id, nonce) = targets.register(region(&mut mem), true).unwrap();
+            let mut s = frame_header(5, 1).to_vec();
+            s.extend_from_slice(b"hello");
+            s.extend_from_slice(&with_pads(frame_header(3, 2), 3, 5));
+            s.extend_from_slice(b"...abc.....");
+            s.extend(put_frame(id, nonce, 10, &big, (4, 60)));
+            s.extend(put_frame(id, nonce ^ 1, 0, b"stale", (0, 0)));
+            s.extend(put_frame(id, nonce, 4090, b"too long", (0, 0)));
+            s.extend_from_slice(&frame_header(1, 3));
+            s.push(b'!');
+            let mut reader = FrameReader::new(64);
+            let mut src = Bytes {
+                bytes: &s,
+                at: 0,
+                limit: 0,
+            };
+            let (mut events, mut stats, mut delivered) =
+                (Events::default(), TcpStats::default(), 0);
+            let end = loop {
+                src.limit = s.len().min(src.limit.saturating_add(chunk));
+                let mut readable = true;
+                let end = reader.read(
+                    &mut src,
+                    &mut readable,
+                    Endpoint(0),
+                    &mut events,
+                    &targets,
+                    &mut stats,
+                    &mut delivered,
+                );
+                if end != ReadEnd::Drained {
+                    break end;
+                }
+                assert!(!readable);
+            };
+            assert_eq!(end, ReadEnd::Failed("closed by the peer (EOF)".into()));
+            let want = vec![
+                Some((1, b"hello".to_vec())),
+                Some((2, b"abc".to_vec())),
+                None,
+                None,
+                Some((3, b"!".to_vec())),
+            ];
+            assert_eq!(events.0, want, "in pieces of {chunk}");
+            assert_eq!((delivered, stats.frags_received), (6, 3));
+            assert_eq!(&mem[10..3010], &big[..], "in pieces of {chunk}");
+            assert!(mem[..10].iter().chain(&mem[3010..]).all(|&b| b == 0));
+        }
+    }
+}
