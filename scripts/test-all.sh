@@ -52,6 +52,22 @@ RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --quiet
 echo "== cargo test"
 cargo test --workspace
 
+# The sm ring's loom models (crates/oxmpi-btl/tests/ring_loom.rs): the ring
+# code that runs, with loom's atomics and memory, every interleaving up to 3
+# preemptions (about a minute here). Its own target directory, so that
+# --cfg loom does not invalidate the main build; no LTO, which would only
+# slow the build.
+echo "== loom: sm ring models"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom CARGO_PROFILE_RELEASE_LTO=false \
+    timeout 1200 cargo test --release -q -p oxmpi-btl --test ring_loom
+
+# A short run of every fuzz target (cargo-fuzz, installed if missing; no
+# sanitizer, so the stable toolchain builds it): the PML's wire headers, the
+# TCP BTL's wire and framing, the PMI wire and server core, the matching
+# engine.
+echo "== fuzz targets"
+scripts/fuzz-smoke.sh 20
+
 # 1 GiB over the tcp BTL, checked end to end (a release build: about 1 s).
 echo "== tcp BTL: 1 GiB transfer (release)"
 cargo test --release -q -p oxmpi-btl --test tcp_bulk
