@@ -52,10 +52,22 @@ RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --quiet
 echo "== cargo test"
 cargo test --workspace
 
-# Model checking with loom (its own target directory: --cfg loom changes
-# every crate's build): the PML's engine cell.
-echo "== loom: the engine cell"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p oxmpi-pml --lib loom_models
+# Model checking with loom, in its own target directory (--cfg loom changes
+# every crate's build) and without LTO (which would only slow the build):
+# the sm ring's models (crates/oxmpi-btl/tests/ring_loom.rs: the ring code
+# that runs, with loom's atomics and memory, every interleaving up to 3
+# preemptions) and the PML's engine cell.
+echo "== loom: sm ring models, the engine cell"
+loom_run() { RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom CARGO_PROFILE_RELEASE_LTO=false "$@"; }
+loom_run timeout 1200 cargo test --release -q -p oxmpi-btl --test ring_loom
+loom_run cargo test --release -q -p oxmpi-pml --lib loom_models
+
+# A short run of every fuzz target (cargo-fuzz, installed if missing; no
+# sanitizer, so the stable toolchain builds it): the PML's wire headers, the
+# TCP BTL's wire and framing, the PMI wire and server core, the matching
+# engine.
+echo "== fuzz targets"
+scripts/fuzz-smoke.sh 20
 
 # 1 GiB over the tcp BTL, checked end to end (a release build: about 1 s).
 echo "== tcp BTL: 1 GiB transfer (release)"

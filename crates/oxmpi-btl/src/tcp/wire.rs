@@ -4,12 +4,12 @@
 //! never a panic. All integers are little-endian; IPv4 addresses are their
 //! four octets in network order.
 //!
-//! # Business card (`OXTC`, version 2)
+//! # Business card (`OXTC`, version 3)
 //!
 //! ```text
 //! offset size  field
 //!  0      4    magic "OXTC"
-//!  4      1    version (2; one version number for the card, the
+//!  4      1    version (3; one version number for the card, the
 //!              handshake and the framing)
 //!  5      1    n: number of entries (1..=255)
 //!  6      2    reserved, 0
@@ -33,7 +33,7 @@
 //!
 //! ```text
 //!  0  4  magic "OXTH"
-//!  4  1  version (2)
+//!  4  1  version (3)
 //!  5  1  kind: 1 = HELLO (connector), 2 = ACCEPT, 3 = DECLINE (acceptor)
 //!  6  2  reserved, 0
 //!  8 16  the job's secret

@@ -538,6 +538,11 @@ impl Decoder {
             }
             return Ok(None);
         };
+        // The same bound as a block still arriving (and as a line: its
+        // bytes before the last newline), whatever the reads' sizes.
+        if end - 1 > self.max_message {
+            return Err(self.too_long());
+        }
         let block: Vec<u8> = self.buf.drain(..end).collect();
         Ok(Some(Frame {
             protocol: Protocol::V1,
@@ -630,6 +635,32 @@ mod tests {
         assert_eq!(detect(b"cm"), None);
         assert_eq!(detect(b"    12cmd="), Some(Protocol::V2));
         assert_eq!(detect(b"12    cmd="), Some(Protocol::V2));
+    }
+
+    #[test]
+    fn an_mcmd_block_over_the_limit_fails_whole_or_in_pieces() {
+        let block = b"mcmd=spawn\nnprocs=1\nexecname=a.out\nendcmd\n";
+        let max = block.len() - 2; // 1 byte short of the block without its newline
+        let mut whole = Decoder::with_max_message(max);
+        whole.push(block);
+        assert!(matches!(
+            whole.next_frame(Expect::Auto),
+            Err(WireError::TooLong { .. })
+        ));
+        let mut pieces = Decoder::with_max_message(max);
+        let mut end = Ok(None);
+        for b in block {
+            pieces.push(std::slice::from_ref(b));
+            end = pieces.next_frame(Expect::Auto);
+            if end.is_err() {
+                break;
+            }
+        }
+        assert!(matches!(end, Err(WireError::TooLong { .. })));
+        // One byte more of room: both frame it.
+        let mut fits = Decoder::with_max_message(max + 1);
+        fits.push(block);
+        assert!(fits.next_frame(Expect::Auto).unwrap().unwrap().multi);
     }
 
     #[test]

@@ -30,8 +30,7 @@ use super::{
     FastArm, FastBox, FastRx, PairLine, Ring, RingConsumer, RingError, RingProducer, R_REGISTERED,
 };
 use crate::btl::{SmallMatch, SmallRecv};
-#[cfg(not(loom))]
-use std::ptr::NonNull;
+use std::sync::Arc;
 
 const I_MAGIC: usize = 0;
 const I_SENDERS: usize = 8;
@@ -112,7 +111,11 @@ impl Inbox {
         Ok(Geometry::new(n_senders, ring_capacity)?.total())
     }
 
-    fn format(mem: &Mem, n_senders: usize, ring_capacity: usize) -> Result<(), RingError> {
+    pub(super) fn format(
+        mem: &Mem,
+        n_senders: usize,
+        ring_capacity: usize,
+    ) -> Result<(), RingError> {
         let g = Geometry::new(n_senders, ring_capacity)?;
         if mem.len() < g.total() {
             return Err(RingError::TooSmall {
@@ -132,43 +135,9 @@ impl Inbox {
         Ok(())
     }
 
-    /// Formats an inbox in caller memory.
-    ///
-    /// # Safety
-    /// `base..base+len` is valid for reads and writes, 64-byte aligned (128
-    /// preferred), and no handle is attached to the inbox or its rings.
-    #[cfg(not(loom))]
-    pub unsafe fn init(
-        base: NonNull<u8>,
-        len: usize,
-        n_senders: usize,
-        ring_capacity: usize,
-    ) -> Result<(), RingError> {
-        // SAFETY: forwarded contract.
-        let mem = unsafe { Mem::from_raw(base, len)? };
-        Self::format(&mem, n_senders, ring_capacity)
-    }
-
-    /// Attaches sender `sender` (its producer handle on its ring in this
-    /// inbox) and, the first time ever, adds it to the active list.
-    ///
-    /// # Safety
-    /// `base..base+len` holds an inbox formatted by [`Inbox::init`], shared
-    /// with the receiver's mapping, 64-byte aligned, mapped while the handle
-    /// lives (and what it hands out: see [`RingProducer::attach`]), touched
-    /// meanwhile only through the inbox and ring protocols.
-    #[cfg(not(loom))]
-    pub unsafe fn attach_sender(
-        base: NonNull<u8>,
-        len: usize,
-        sender: usize,
-    ) -> Result<RingProducer, RingError> {
-        // SAFETY: forwarded contract.
-        let mem = unsafe { Mem::from_raw(base, len)? };
-        Self::sender_from_mem(&mem, sender)
-    }
-
-    fn sender_from_mem(mem: &Mem, sender: usize) -> Result<RingProducer, RingError> {
+    /// Sender `sender`'s producer handle on its ring in the inbox in
+    /// `mem`; the first time ever, also adds it to the active list.
+    pub(super) fn sender_from_mem(mem: &Mem, sender: usize) -> Result<RingProducer, RingError> {
         let g = Geometry::read(mem)?;
         if sender >= g.n_senders {
             return Err(RingError::NoSuchSender {
@@ -243,18 +212,7 @@ pub struct InboxReceiver {
 }
 
 impl InboxReceiver {
-    /// Attaches the receiver side of a formatted inbox.
-    ///
-    /// # Safety
-    /// As [`Inbox::attach_sender`]; at most one receiver per inbox.
-    #[cfg(not(loom))]
-    pub unsafe fn attach(base: NonNull<u8>, len: usize) -> Result<InboxReceiver, RingError> {
-        // SAFETY: forwarded contract.
-        let mem = unsafe { Mem::from_raw(base, len)? };
-        Self::from_mem(mem)
-    }
-
-    fn from_mem(mem: Mem) -> Result<InboxReceiver, RingError> {
+    pub(super) fn from_mem(mem: Mem) -> Result<InboxReceiver, RingError> {
         let geometry = Geometry::read(&mem)?;
         Ok(InboxReceiver {
             active: Vec::with_capacity(geometry.n_senders),
@@ -269,6 +227,14 @@ impl InboxReceiver {
             armed: (0..geometry.n_senders).map(|_| FastArm::new()).collect(),
             evict_ahead: 0,
         })
+    }
+
+    /// The same handle, also keeping `owner` (the mapping the inbox lies
+    /// in) alive while it or any ring or box it reads lives. Call it before
+    /// reading: rings adopted earlier keep only what they kept then.
+    pub fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> InboxReceiver {
+        self.mem.keep(owner);
+        self
     }
 
     /// The senders from ring index `first` on own the pair lines of their

@@ -189,13 +189,20 @@
 //!
 //! # Loom
 //!
-//! The protocol is model-checked by `tests/ring_loom.rs`:
+//! The protocol is model-checked by `tests/ring_loom.rs` (run by
+//! `scripts/test-all.sh`):
 //! `RUSTFLAGS="--cfg loom" cargo test -p oxmpi-btl --test ring_loom --release`.
-//! Under loom the region is a vector of loom atomics (the private `mem` module); the ring
-//! code is the same.
+//! The code checked is the code that runs: under loom only the region
+//! (the private `mem` module: loom atomics, payload bytes carried by
+//! `Relaxed` words) and the atomics (`sync`) differ. Memory the caller maps
+//! cannot be modelled, so the entry points that take it (`mapped`) exist
+//! outside loom only; the heap constructors ([`Ring::new_heap`],
+//! [`Inbox::new_heap`]) run the same code over a region of their own.
 #![allow(unsafe_code)]
 
 pub mod inbox;
+#[cfg(not(loom))]
+mod mapped;
 mod mem;
 mod sync;
 
@@ -203,12 +210,9 @@ pub use inbox::{HeapInbox, Inbox, InboxReceiver, PollError};
 
 use crate::btl::{SmallMatch, SmallRecv};
 use mem::Mem;
-#[cfg(not(loom))]
-use std::ptr::NonNull;
-use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
-use sync::AtomicU64;
 use sync::Ordering::{Acquire, Relaxed, Release};
+use sync::{AtomicU64, AtomicU8};
 
 /// A cache line (the ring's memory is aligned to one).
 pub const LINE: usize = 64;
@@ -421,18 +425,6 @@ impl Ring {
         Ok(capacity)
     }
 
-    /// Formats a ring in caller memory.
-    ///
-    /// # Safety
-    /// `base..base+len` is valid for reads and writes, 64-byte aligned (128
-    /// preferred), and no handle is attached to a ring there.
-    #[cfg(not(loom))]
-    pub unsafe fn init(base: NonNull<u8>, len: usize, capacity: usize) -> Result<(), RingError> {
-        // SAFETY: forwarded contract; the view lives only in this call.
-        let mem = unsafe { Mem::from_raw(base, len)? };
-        Self::format(&mem, capacity)
-    }
-
     /// A ring on the heap, formatted, with both its handles (for tests,
     /// benches and one-process use; the same code as the shared case).
     pub fn new_heap(capacity: usize) -> Result<(RingProducer, RingConsumer), RingError> {
@@ -468,11 +460,9 @@ impl FastBox {
 
     /// The same box, keeping `owner` (the mapping it lies in) alive while
     /// the box lives.
-    #[cfg(not(loom))]
-    pub fn keeping(self, owner: Arc<dyn Send + Sync>) -> FastBox {
-        FastBox {
-            mem: self.mem.keeping(owner),
-        }
+    pub fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> FastBox {
+        self.mem.keep(owner);
+        self
     }
 }
 
@@ -605,8 +595,7 @@ impl FastTx {
         if !self.armed.try_now() || (self.ready.is_some() && !self.check_ready()) {
             return false;
         }
-        let w = self.bx.word();
-        match w.load(Acquire) {
+        match self.bx.word().load(Acquire) {
             0 => {}
             // Empty, but its reader takes late: the ring.
             BOX_LATE => return false,
@@ -615,7 +604,6 @@ impl FastTx {
                 return false;
             }
         }
-        #[cfg(not(loom))]
         {
             // SAFETY: bytes 8 .. 8 + len (<= 32) of the box, which is empty:
             // its reader does not touch the payload until the word below
@@ -625,15 +613,10 @@ impl FastTx {
             crate::mem::copy_small(a, hdr);
             crate::mem::copy_small(b, data);
         }
-        #[cfg(loom)]
-        {
-            let mut buf = hdr.to_vec();
-            buf.extend_from_slice(data);
-            self.bx.mem.store_bytes(HEADER_BYTES, &buf);
-        }
+        self.bx.mem.commit_bytes(HEADER_BYTES, len);
         let word = BOX_FULL | (tag as u64) << 8 | (len as u64) << 16 | (tail as u32 as u64) << 32;
         // Release: the payload above becomes visible with the word.
-        w.store(word, Release);
+        self.bx.word().store(word, Release);
         self.sent += 1;
         true
     }
@@ -714,23 +697,6 @@ pub struct RingProducer {
 }
 
 impl RingProducer {
-    /// Attaches the producer side of a formatted ring.
-    ///
-    /// # Safety
-    /// `base..base+len` holds a ring formatted by [`Ring::init`] (possibly in
-    /// another process), is valid for reads and writes and shared with the
-    /// consumer's mapping, is 64-byte aligned, and stays mapped while the
-    /// handle lives, and while anything it hands out lives (a [`PairLine`]
-    /// and the [`FastBox`]es, [`FastTx`] and [`FastRx`] made from it,
-    /// unless given an owner with [`FastBox::keeping`]). Only the ring
-    /// protocol touches it meanwhile.
-    #[cfg(not(loom))]
-    pub unsafe fn attach(base: NonNull<u8>, len: usize) -> Result<RingProducer, RingError> {
-        // SAFETY: forwarded contract.
-        let mem = unsafe { Mem::from_raw(base, len)? };
-        Self::from_mem(mem)
-    }
-
     pub(crate) fn from_mem(mem: Mem) -> Result<RingProducer, RingError> {
         let capacity = Ring::capacity_of(&mem)?;
         claim(&mem, R_PRODUCER_ATTACHED, "producer")?;
@@ -746,6 +712,13 @@ impl RingProducer {
             head_cache,
             fast: None,
         })
+    }
+
+    /// The same handle, also keeping `owner` (the mapping the ring lies
+    /// in) alive while it or anything it hands out lives.
+    pub fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> RingProducer {
+        self.mem.keep(owner);
+        self
     }
 
     /// Lets small records go through a fast box when it is empty (see the
@@ -806,8 +779,6 @@ impl RingProducer {
             off = 0;
         }
         Ok(Reservation {
-            #[cfg(loom)]
-            buf: vec![0; len],
             producer: self,
             off,
             len,
@@ -870,7 +841,6 @@ impl RingProducer {
         let head = header(stamp_of(tail, self.shift), tag, FLAG_RECORD, len);
         self.tail = tail + size;
         let off = off as usize;
-        #[cfg(not(loom))]
         {
             // SAFETY: `off + 8 .. off + 8 + len` lies inside the data area
             // (the record ends before the ring's end, checked above) in
@@ -882,12 +852,7 @@ impl RingProducer {
             crate::mem::copy_small(a, hdr);
             crate::mem::copy_small(b, data);
         }
-        #[cfg(loom)]
-        {
-            let mut buf = hdr.to_vec();
-            buf.extend_from_slice(data);
-            self.mem.store_bytes(R_DATA + off + HEADER_BYTES, &buf);
-        }
+        self.mem.commit_bytes(R_DATA + off + HEADER_BYTES, len);
         // Release: the payload above becomes visible with the header.
         self.mem.word(R_DATA + off).store(head, Release);
         true
@@ -926,8 +891,6 @@ pub struct Reservation<'a> {
     producer: &'a mut RingProducer,
     off: usize,
     len: usize,
-    #[cfg(loom)]
-    buf: Vec<u8>,
 }
 
 impl Reservation<'_> {
@@ -935,20 +898,13 @@ impl Reservation<'_> {
     /// unspecified (whatever an earlier lap left).
     #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
-        #[cfg(not(loom))]
-        {
-            // SAFETY: `off + 8 .. off + 8 + len` lies inside the data area
-            // (records never wrap) in space the consumer has released and not
-            // yet been told about: the producer alone owns it until commit.
-            unsafe {
-                self.producer
-                    .mem
-                    .bytes_mut(R_DATA + self.off + HEADER_BYTES, self.len)
-            }
-        }
-        #[cfg(loom)]
-        {
-            &mut self.buf
+        // SAFETY: `off + 8 .. off + 8 + len` lies inside the data area
+        // (records never wrap) in space the consumer has released and not
+        // yet been told about: the producer alone owns it until commit.
+        unsafe {
+            self.producer
+                .mem
+                .bytes_mut(R_DATA + self.off + HEADER_BYTES, self.len)
         }
     }
 
@@ -963,8 +919,6 @@ impl Reservation<'_> {
         for slot in (self.off + record_bytes(self.len)..self.off + old).step_by(SLOT) {
             self.producer.mem.word(R_DATA + slot).store(0, Relaxed);
         }
-        #[cfg(loom)]
-        self.buf.truncate(self.len);
     }
 
     /// Publishes the record with its BTL tag.
@@ -982,9 +936,8 @@ impl Reservation<'_> {
     #[inline(always)]
     fn publish(self, tag: u8, flags: u64) {
         let p = self.producer;
-        #[cfg(loom)]
         p.mem
-            .store_bytes(R_DATA + self.off + HEADER_BYTES, &self.buf);
+            .commit_bytes(R_DATA + self.off + HEADER_BYTES, self.len);
         let h = header(stamp_of(p.tail, p.shift), tag, flags, self.len);
         // Release: the payload above becomes visible with the header.
         p.mem.word(R_DATA + self.off).store(h, Release);
@@ -1019,17 +972,6 @@ enum Next {
 }
 
 impl RingConsumer {
-    /// Attaches the consumer side of a formatted ring.
-    ///
-    /// # Safety
-    /// As [`RingProducer::attach`].
-    #[cfg(not(loom))]
-    pub unsafe fn attach(base: NonNull<u8>, len: usize) -> Result<RingConsumer, RingError> {
-        // SAFETY: forwarded contract.
-        let mem = unsafe { Mem::from_raw(base, len)? };
-        Self::from_mem(mem)
-    }
-
     pub(crate) fn from_mem(mem: Mem) -> Result<RingConsumer, RingError> {
         let capacity = Ring::capacity_of(&mem)?;
         claim(&mem, R_CONSUMER_ATTACHED, "consumer")?;
@@ -1055,11 +997,7 @@ impl RingConsumer {
     /// off, as does a processor without the instruction; at most an eighth
     /// of the ring. Returns the distance in force, in lines.
     pub fn set_evict_ahead(&mut self, lines: usize) -> usize {
-        #[cfg(not(loom))]
-        let can = mem::can_evict();
-        #[cfg(loom)]
-        let can = false;
-        let lines = if can {
+        let lines = if mem::can_evict() {
             lines.min(self.capacity as usize / LINE / 8)
         } else {
             0
@@ -1220,15 +1158,9 @@ impl RingConsumer {
                 offset: off,
             });
         }
-        #[cfg(not(loom))]
         self.mem
             .prefetch(R_DATA + ((off + PREFETCH_AHEAD) & self.mask as usize));
-        #[cfg(loom)]
-        let copy = {
-            let mut v = vec![0; len];
-            self.mem.load_bytes(R_DATA + off + HEADER_BYTES, &mut v);
-            v
-        };
+        self.mem.fetch_bytes(R_DATA + off + HEADER_BYTES, len);
         Ok(Some(Record {
             consumer: self,
             off,
@@ -1237,8 +1169,6 @@ impl RingConsumer {
             control: flags & FLAG_CONTROL != 0,
             fast: false,
             release: true,
-            #[cfg(loom)]
-            copy,
         }))
     }
 
@@ -1251,7 +1181,7 @@ impl RingConsumer {
             return;
         };
         let len = (w >> 16) as u8 as usize;
-        #[cfg(not(loom))]
+        f.bx.mem.fetch_bytes(HEADER_BYTES, BOX_PAYLOAD);
         {
             // SAFETY: bytes 8..32 of the box, the first `len` (<= 24,
             // checked) filled before the writer's Release store of the word
@@ -1261,8 +1191,6 @@ impl RingConsumer {
             let p = unsafe { f.bx.mem.bytes(HEADER_BYTES, BOX_PAYLOAD) };
             f.copy.copy_from_slice(p);
         }
-        #[cfg(loom)]
-        f.bx.mem.load_bytes(HEADER_BYTES, &mut f.copy[..len]);
         f.held = Some(((w >> 8) as u8, len as u8));
         // Release: the payload was read before the writer may reuse it.
         // Emptied as late: see `late` below.
@@ -1293,8 +1221,6 @@ impl RingConsumer {
             control: false,
             fast: true,
             release: true,
-            #[cfg(loom)]
-            copy: Vec::new(),
         }
     }
 
@@ -1327,27 +1253,19 @@ impl RingConsumer {
         // The first 16 payload bytes lie in the record's first slot (24
         // payload bytes), past `len` too: read whole, compared under the
         // mask.
-        #[cfg(not(loom))]
+        self.mem
+            .fetch_bytes(R_DATA + off + HEADER_BYTES, len.max(16));
         // SAFETY: `off + 8 .. off + 8 + max(len, 16)` lies in the record's
         // slots, inside the data area (checked above), which the producer
         // published with the Acquire-loaded header and does not write again
         // until the head passes them; bytes past `len` are the slot's own,
         // written or not, and only masked off.
         let p = unsafe { self.mem.bytes(R_DATA + off + HEADER_BYTES, len.max(16)) };
-        #[cfg(loom)]
-        let mut copy = vec![0u8; len.max(16)];
-        #[cfg(loom)]
-        let p = {
-            self.mem
-                .load_bytes(R_DATA + off + HEADER_BYTES, &mut copy[..len.max(16)]);
-            &copy[..len.max(16)]
-        };
         let Some((w1, n)) = match_copy(p, len, m, dst) else {
             return SmallRecv::Other;
         };
         // As far ahead of the record's last slot as `peek` looks past a
         // one-slot record.
-        #[cfg(not(loom))]
         self.mem.prefetch(
             R_DATA + ((off + record_bytes(len) - SLOT + PREFETCH_AHEAD) & self.mask as usize),
         );
@@ -1372,26 +1290,19 @@ impl RingConsumer {
     /// checked).
     #[inline(always)]
     fn take_small_fast(&mut self, w: u64, m: &SmallMatch, dst: &mut [u8]) -> SmallRecv {
-        let Some(f) = &self.fast else {
+        let Some(f) = &mut self.fast else {
             return SmallRecv::Other;
         };
         let len = (w >> 16) as u8 as usize;
         if (w >> 8) as u8 != m.tag.0 || len < m.hdr_len {
             return SmallRecv::Other;
         }
-        #[cfg(not(loom))]
+        f.bx.mem.fetch_bytes(HEADER_BYTES, BOX_PAYLOAD);
         // SAFETY: bytes 8..32 of the box (`len` <= 24 was checked): the
         // writer filled the first `len` before its Release store of the
         // word, Acquire-loaded here, and writes nothing until the word is
         // cleared; bytes past `len` are the box's own, only masked off.
         let p = unsafe { f.bx.mem.bytes(HEADER_BYTES, BOX_PAYLOAD) };
-        #[cfg(loom)]
-        let mut copy = vec![0u8; BOX_PAYLOAD];
-        #[cfg(loom)]
-        let p = {
-            f.bx.mem.load_bytes(HEADER_BYTES, &mut copy);
-            &copy[..]
-        };
         let Some((w1, n)) = match_copy(p, len, m, dst) else {
             return SmallRecv::Other;
         };
@@ -1474,12 +1385,9 @@ impl RingConsumer {
         let at = self.head + self.evict_ahead;
         let off = R_DATA + (at & self.mask) as usize;
         if self.mem.word(off).load(Relaxed) as u32 != stamp_of(at, self.shift) {
-            #[cfg(not(loom))]
             // SAFETY: `evict_ahead` is not 0, so `set_evict_ahead` found
             // `can_evict()` true.
-            unsafe {
-                self.mem.evict(off)
-            };
+            unsafe { self.mem.evict(off) };
         }
     }
 }
@@ -1518,8 +1426,6 @@ pub struct Record<'a> {
     /// The fast box's record, not the ring's.
     fast: bool,
     release: bool,
-    #[cfg(loom)]
-    copy: Vec<u8>,
 }
 
 impl Record<'_> {
@@ -1544,22 +1450,15 @@ impl Record<'_> {
                 return &f.copy[..self.len];
             }
         }
-        #[cfg(not(loom))]
-        {
-            // SAFETY: the header was validated (`off + 8 + len` inside the
-            // data area) and Acquire-loaded after the producer's Release; the
-            // producer does not write this space again until the consumer
-            // publishes a head past it, which needs `&mut` of the consumer,
-            // borrowed by this record.
-            unsafe {
-                self.consumer
-                    .mem
-                    .bytes(R_DATA + self.off + HEADER_BYTES, self.len)
-            }
-        }
-        #[cfg(loom)]
-        {
-            &self.copy
+        // SAFETY: the header was validated (`off + 8 + len` inside the
+        // data area) and Acquire-loaded after the producer's Release (and
+        // fetched by `peek`); the producer does not write this space again
+        // until the consumer publishes a head past it, which needs `&mut`
+        // of the consumer, borrowed by this record.
+        unsafe {
+            self.consumer
+                .mem
+                .bytes(R_DATA + self.off + HEADER_BYTES, self.len)
         }
     }
 
