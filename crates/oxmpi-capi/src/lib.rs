@@ -19,6 +19,7 @@
 pub mod coll;
 pub mod comm;
 pub mod dtype;
+pub mod dtype_ext;
 pub mod env;
 pub mod p2p;
 pub mod state;
