@@ -1947,11 +1947,9 @@ entry! {
             let done = g.complete.load(std::sync::atomic::Ordering::Acquire);
             // SAFETY: the program's callback, as registered.
             let rc = unsafe { f(g.extra as *mut c_void, c_int::from(done)) };
-            if rc != SUCCESS {
-                return Err(Error::new(
-                    ErrorClass::Other,
-                    format!("cancel_fn returned {rc}"),
-                ));
+            // MPI_Cancel returns the callback's error (MPI 4.1 §13.2).
+            if let Some(e) = callback_error(rc, "cancel_fn") {
+                return Err(e);
             }
         }
         Ok(())
