@@ -22,6 +22,7 @@ pub mod dtype;
 pub mod dtype_ext;
 pub mod env;
 pub mod p2p;
+pub mod part;
 pub mod state;
 pub mod types;
 #[cfg(target_arch = "x86_64")]

@@ -112,7 +112,11 @@ fn status_error(s: &Status) -> Option<Error> {
 /// # Safety
 /// The memory must stay valid as the MPI standard requires for the call.
 #[inline(always)]
-unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuffer, Error> {
+pub(crate) unsafe fn raw(
+    buf: *const c_void,
+    n: impl Into<i64>,
+    dt: usize,
+) -> Result<RawBuffer, Error> {
     let n = count64(n.into())?;
     if let Some(size) = crate::types::contiguous_size(dt) {
         // The small-message path: a predefined contiguous type is bytes,
@@ -251,7 +255,7 @@ fn finish(r: Op) -> Outcome {
 }
 
 /// Stores a request; returns its handle.
-fn store(r: ReqObj) -> Result<usize, Error> {
+pub(crate) fn store(r: ReqObj) -> Result<usize, Error> {
     Ok(lock(&state()?.requests).insert(r))
 }
 
@@ -451,6 +455,10 @@ pub unsafe fn progress_one(req: *mut usize, block: bool) -> Result<Option<Outcom
         return Ok(Some((CStatus::empty(), None)));
     }
     let s = state()?;
+    if let Some(e) = crate::part::armed(h) {
+        // A partitioned send whose message has not started.
+        return if block { Err(e) } else { Ok(None) };
+    }
     let mut t = lock(&s.requests);
     // A test of a non-blocking operation tests it in place (one progress
     // pass and the test, under one PML lock): no removal and putting back
@@ -592,7 +600,11 @@ unsafe fn sweep(
             // erroneous call). Passed over, so that the completion already
             // made is not lost.
             None => continue,
-            Some(ReqObj::Persistent(q, _)) if !q.is_active() => continue,
+            Some(ReqObj::Persistent(q, _)) if !q.is_active() => {
+                // An armed partitioned send is active, not complete.
+                active |= crate::part::armed(h).is_some();
+                continue;
+            }
             Some(ReqObj::Op(r, _)) => Some(r.completed()),
             Some(_) => None,
         };
@@ -689,6 +701,7 @@ fn is_active(h: usize) -> bool {
     };
     let t = lock(&s.requests);
     !matches!(t.get(h), Some(ReqObj::Persistent(q, _)) if !q.is_active())
+        || crate::part::armed(h).is_some()
 }
 
 /// `MPI_Request_get_status` of handle `req` without a progress pass: its
@@ -703,7 +716,9 @@ fn peek(req: usize) -> Result<Option<Outcome>, Error> {
     let done = match lock(&s.requests).get(req) {
         Some(ReqObj::Op(r, _)) => r.is_complete(),
         Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
-        Some(ReqObj::Persistent(p, _)) => !p.is_active() || p.is_complete(),
+        Some(ReqObj::Persistent(p, _)) => {
+            (!p.is_active() && crate::part::armed(req).is_none()) || p.is_complete()
+        }
         Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
         Some(ReqObj::Done(..)) => true,
         None => {
@@ -821,6 +836,11 @@ unsafe fn wait_all(
         }
     }
     for (i, h, obj) in others {
+        if let Some(e) = crate::part::armed(h) {
+            lock(&s.requests).restore(h, obj);
+            put(i, Err(e));
+            continue;
+        }
         put(
             i,
             match complete(obj, true) {
@@ -1354,6 +1374,11 @@ entry! {
         // SAFETY: not null, valid per the caller.
         let h = unsafe { *req };
         let s = state()?;
+        // A partitioned send is armed: its message starts with the last
+        // MPI_Pready.
+        if crate::part::start(h)? == Some(true) {
+            return Ok(());
+        }
         match lock(&s.requests).get_mut(h) {
             Some(ReqObj::Persistent(p, _)) => p.start(),
             _ => Err(Error::new(ErrorClass::Request, format!("{h:#x} is not a persistent request"))),
@@ -1472,7 +1497,10 @@ entry! {
         drop(t);
         match obj {
             ReqObj::Op(r, _) => r.free(),
-            ReqObj::Persistent(p, _) => p.free(),
+            ReqObj::Persistent(p, _) => {
+                crate::part::forget(h);
+                p.free()
+            }
             ReqObj::Pair(p) => {
                 let PairReq { send: a, recv: b, keep, .. } = *p;
                 a.free();
@@ -1792,7 +1820,9 @@ entry! {
             match t.get(h) {
                 Some(ReqObj::Op(r, _)) => r.completed(),
                 Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
-                Some(ReqObj::Persistent(p, _)) => !p.is_active() || p.is_complete(),
+                Some(ReqObj::Persistent(p, _)) => {
+                    (!p.is_active() && crate::part::armed(h).is_none()) || p.is_complete()
+                }
                 Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
                 Some(ReqObj::Done(..)) | None => true,
             }
