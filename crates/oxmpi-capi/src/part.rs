@@ -4,7 +4,7 @@
 //!
 //! A partitioned request is a persistent request of the whole message
 //! (`partitions * count` elements) with its partition state beside it, by
-//! handle ([`PARTS`]). Starting a partitioned send arms it; the message goes
+//! handle (`PARTS`). Starting a partitioned send arms it; the message goes
 //! when the last partition is marked ready (the standard lets an
 //! implementation send partitions together). A partition of a receive has
 //! arrived when the whole message has. Partitioned messages go over the
