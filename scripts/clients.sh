@@ -68,7 +68,10 @@ started=$(date +%s)
 sdist=$work/dl/mpi4py-$MPI4PY_VERSION.tar.gz
 if [ ! -s "$sdist" ]; then
     echo "== downloading mpi4py $MPI4PY_VERSION (source)"
-    python3 -m pip download -q --no-binary :all: --no-deps -d "$work/dl" "mpi4py==$MPI4PY_VERSION"
+    # A venv's pip: the system Python may have none.
+    [ -x "$work/venv-dl/bin/pip" ] || python3 -m venv "$work/venv-dl"
+    "$work/venv-dl/bin/pip" download -q --no-binary :all: --no-deps -d "$work/dl" \
+        "mpi4py==$MPI4PY_VERSION"
 fi
 testsrc=$work/src/mpi4py-$MPI4PY_VERSION
 if [ ! -f "$testsrc/test/main.py" ]; then
