@@ -13,7 +13,7 @@
 //! more than a second (unless `--enable-recovery` keeps it going).
 //!
 //! Which failure is reported: a rank killed by a signal at once; an abort
-//! or a non-zero exit after a short settling time ([`SETTLE`]), during
+//! or a non-zero exit after a short settling time (`SETTLE`), during
 //! which a rank killed by a signal takes precedence. A survivor that
 //! notices a peer's death (its socket closes) may abort before the
 //! launcher has reaped the peer; the peer is the cause, not the survivor.

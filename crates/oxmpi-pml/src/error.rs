@@ -246,7 +246,7 @@ impl PmlError {
 /// them: a request that fails carries only its class and a small number
 /// ([`crate::Status::detail`]) in its status, which stays `Copy` and
 /// small; the reason's text waits here. A fixed ring of the last
-/// [`REASONS`] reasons: an old number whose slot was reused finds nothing
+/// [`REASONS`](reasons::REASONS) reasons: an old number whose slot was reused finds nothing
 /// (its message is then the class's alone).
 pub mod reasons {
     use std::sync::Mutex;
