@@ -81,3 +81,10 @@ cargo run --release -q -p oxmpi-bench -- compare --smoke --out target/bench/smok
 for f in report.md samples.csv summary.csv limits.csv plots/shm_latency.svg plots/shm_latency.png plots/tcp_bw.svg; do
     test -s "target/bench/smoke/$f" || { echo "oxmpi-bench smoke: $f missing"; exit 1; }
 done
+
+# Real clients (issue 38): connectivity and a stencil mini-app in C, and
+# mpi4py (built from its source against our mpicc, cached under
+# target/clients) running its own test modules, under oxmpirun and Hydra;
+# fails on any failure.
+echo "== clients (scripts/clients.sh)"
+scripts/clients.sh

@@ -56,6 +56,14 @@ pub const COMBINER_HINDEXED_BLOCK: c_int = 109;
 pub const COMBINER_STRUCT: c_int = 110;
 /// `MPI_COMBINER_SUBARRAY`.
 pub const COMBINER_SUBARRAY: c_int = 111;
+/// `MPI_COMBINER_DARRAY`.
+pub const COMBINER_DARRAY: c_int = 112;
+/// `MPI_COMBINER_F90_REAL`.
+pub const COMBINER_F90_REAL: c_int = 113;
+/// `MPI_COMBINER_F90_COMPLEX`.
+pub const COMBINER_F90_COMPLEX: c_int = 114;
+/// `MPI_COMBINER_F90_INTEGER`.
+pub const COMBINER_F90_INTEGER: c_int = 115;
 /// `MPI_COMBINER_RESIZED`.
 pub const COMBINER_RESIZED: c_int = 116;
 
@@ -109,25 +117,26 @@ impl Contents {
             Combiner::Resized => COMBINER_RESIZED,
             Combiner::Subarray => COMBINER_SUBARRAY,
             Combiner::Dup => COMBINER_DUP,
+            Combiner::Darray => COMBINER_DARRAY,
         })
     }
 
-    fn ints(mut self, v: impl IntoIterator<Item = c_int>) -> Contents {
+    pub(crate) fn ints(mut self, v: impl IntoIterator<Item = c_int>) -> Contents {
         self.ints.extend(v);
         self
     }
 
-    fn addrs(mut self, v: impl IntoIterator<Item = isize>) -> Contents {
+    pub(crate) fn addrs(mut self, v: impl IntoIterator<Item = isize>) -> Contents {
         self.addrs.extend(v);
         self
     }
 
-    fn counts(mut self, v: impl IntoIterator<Item = i64>) -> Contents {
+    pub(crate) fn counts(mut self, v: impl IntoIterator<Item = i64>) -> Contents {
         self.counts.extend(v);
         self
     }
 
-    fn types(mut self, v: impl IntoIterator<Item = usize>) -> Contents {
+    pub(crate) fn types(mut self, v: impl IntoIterator<Item = usize>) -> Contents {
         self.types.extend(v);
         self
     }
@@ -218,7 +227,7 @@ pub fn predefined_name(h: usize) -> Option<&'static str> {
 /// Names given to predefined datatypes with `MPI_Type_set_name`.
 static PREDEFINED_RENAMED: Mutex<Option<HashMap<usize, String>>> = Mutex::new(None);
 
-fn type_error(msg: impl Into<String>) -> Error {
+pub(crate) fn type_error(msg: impl Into<String>) -> Error {
     Error::new(ErrorClass::Type, msg)
 }
 
@@ -234,7 +243,7 @@ fn bad_handle(h: usize) -> Error {
 
 /// The datatype of handle `h`, committed or not (constructor arguments,
 /// queries).
-fn any_type(h: usize) -> Result<UserDatatype, Error> {
+pub(crate) fn any_type(h: usize) -> Result<UserDatatype, Error> {
     if h == DATATYPE_NULL {
         return Err(bad_handle(h));
     }
@@ -248,7 +257,7 @@ fn is_basic(h: usize) -> bool {
 }
 
 /// An `MPI_Count` count, checked non-negative.
-fn lcount(n: i64) -> Result<usize, Error> {
+pub(crate) fn lcount(n: i64) -> Result<usize, Error> {
     usize::try_from(n).map_err(|_| Error::new(ErrorClass::Count, format!("count {n} is negative")))
 }
 
@@ -268,7 +277,7 @@ fn laddrs(v: &[i64]) -> Result<Vec<isize>, Error> {
 }
 
 /// A length as the engine's signed count.
-fn isz(n: usize) -> Result<isize, Error> {
+pub(crate) fn isz(n: usize) -> Result<isize, Error> {
     isize::try_from(n).map_err(|_| Error::new(ErrorClass::Count, format!("count {n} is too large")))
 }
 
@@ -276,7 +285,7 @@ fn isz(n: usize) -> Result<isize, Error> {
 ///
 /// # Safety
 /// `p` must be null or valid for reading `n` values.
-unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], Error> {
+pub(crate) unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], Error> {
     if n == 0 {
         return Ok(&[]);
     }
@@ -292,7 +301,7 @@ unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], Err
 ///
 /// # Safety
 /// `newtype` must be null or valid for a write.
-unsafe fn create(
+pub(crate) unsafe fn create(
     newtype: *mut usize,
     contents: Contents,
     build: impl FnOnce() -> Result<Datatype, Error>,
@@ -437,7 +446,10 @@ fn truncate_name(mut s: String) -> String {
 /// Where the data of `conv`'s elements lies around the user buffer `buf`:
 /// `(first byte, length, position of buf in them)`; `None` without data.
 /// The span must not wrap around the address space or start at address 0.
-fn region<T>(buf: *const T, conv: &Convertor) -> Result<Option<(*const u8, usize, isize)>, Error> {
+pub(crate) fn region<T>(
+    buf: *const T,
+    conv: &Convertor,
+) -> Result<Option<(*const u8, usize, isize)>, Error> {
     let Some(span) = conv.span() else {
         return Ok(None);
     };
@@ -718,6 +730,14 @@ entry! {
             return Err(bad_handle(h));
         }
         let s = state()?;
+        {
+            let g = lock(&s.types);
+            if g.get(h).is_some_and(|t| crate::dtype_ext::is_f90(&t.contents)) {
+                return Err(type_error(format!(
+                    "{h:#x} is a predefined MPI_Type_create_f90_* type and cannot be freed"
+                )));
+            }
+        }
         // The last reference: its attributes are deleted first (their
         // callbacks see the handle still valid; one that fails keeps the
         // type).
@@ -1428,11 +1448,16 @@ fn contents_of(
         .ok_or_else(|| bad_handle(datatype))?
         .contents;
     write(c)?;
-    let derived: Vec<usize> = c
-        .types
-        .iter()
-        .copied()
+    let types = c.types.clone();
+    // Derived argument types, not the predefined ones (f90 types included:
+    // those are predefined too, and never freed).
+    let derived: Vec<usize> = types
+        .into_iter()
         .filter(|&t| predefined(t).is_none())
+        .filter(|&t| {
+            !g.get(t)
+                .is_some_and(|o| crate::dtype_ext::is_f90(&o.contents))
+        })
         .collect();
     retain_types(&mut g, &derived);
     Ok(())

@@ -114,7 +114,11 @@ fn status_error(s: &Status) -> Option<Error> {
 /// # Safety
 /// The memory must stay valid as the MPI standard requires for the call.
 #[inline(always)]
-unsafe fn raw(buf: *const c_void, n: impl Into<i64>, dt: usize) -> Result<RawBuffer, Error> {
+pub(crate) unsafe fn raw(
+    buf: *const c_void,
+    n: impl Into<i64>,
+    dt: usize,
+) -> Result<RawBuffer, Error> {
     let n = count64(n.into())?;
     if let Some(size) = crate::types::contiguous_size(dt) {
         // The small-message path: a predefined contiguous type is bytes,
@@ -253,7 +257,7 @@ fn finish(r: Op) -> Outcome {
 }
 
 /// Stores a request; returns its handle.
-fn store(r: ReqObj) -> Result<usize, Error> {
+pub(crate) fn store(r: ReqObj) -> Result<usize, Error> {
     Ok(lock(&state()?.requests).insert(r))
 }
 
@@ -453,6 +457,10 @@ pub unsafe fn progress_one(req: *mut usize, block: bool) -> Result<Option<Outcom
         return Ok(Some((CStatus::empty(), None)));
     }
     let s = state()?;
+    if let Some(e) = crate::part::armed(h) {
+        // A partitioned send whose message has not started.
+        return if block { Err(e) } else { Ok(None) };
+    }
     let mut t = lock(&s.requests);
     // A test of a non-blocking operation tests it in place (one progress
     // pass and the test, under one PML lock): no removal and putting back
@@ -594,7 +602,11 @@ unsafe fn sweep(
             // erroneous call). Passed over, so that the completion already
             // made is not lost.
             None => continue,
-            Some(ReqObj::Persistent(q, _)) if !q.is_active() => continue,
+            Some(ReqObj::Persistent(q, _)) if !q.is_active() => {
+                // An armed partitioned send is active, not complete.
+                active |= crate::part::armed(h).is_some();
+                continue;
+            }
             Some(ReqObj::Op(r, _)) => Some(r.completed()),
             Some(_) => None,
         };
@@ -733,6 +745,80 @@ fn note_failure(failed: &mut Vec<(usize, Error)>, i: usize, e: Error) {
     failed.push((i, e));
 }
 
+/// The `n` request handles at `reqs`, after one progress pass, each
+/// checked (an invalid one fails the call before any is looked at).
+///
+/// # Safety
+/// `reqs` null or valid for `n` handles.
+unsafe fn handles<'a>(n: usize, reqs: *const usize) -> Result<&'a [usize], Error> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if reqs.is_null() {
+        return Err(crate::state::null_arg("array_of_requests"));
+    }
+    let s = state()?;
+    s.universe.progress();
+    // SAFETY: the caller's array of `n` requests.
+    unsafe { check_handles(&lock(&s.requests), n, reqs) }?;
+    // SAFETY: as above.
+    Ok(unsafe { std::slice::from_raw_parts(reqs, n) })
+}
+
+/// Whether handle `h` is an active request (neither null nor an inactive
+/// persistent request).
+fn is_active(h: usize) -> bool {
+    if h == REQUEST_NULL {
+        return false;
+    }
+    let Ok(s) = state() else {
+        return false;
+    };
+    let t = lock(&s.requests);
+    !matches!(t.get(h), Some(ReqObj::Persistent(q, _)) if !q.is_active())
+        || crate::part::armed(h).is_some()
+}
+
+/// `MPI_Request_get_status` of handle `req` without a progress pass: its
+/// outcome if it is complete (the empty status for a null or inactive
+/// request), the request left as it was (a completed one is kept, with its
+/// outcome, for the `MPI_Wait` or `MPI_Test` that frees it).
+fn peek(req: usize) -> Result<Option<Outcome>, Error> {
+    if req == REQUEST_NULL {
+        return Ok(Some((CStatus::empty(), None)));
+    }
+    let s = state()?;
+    let done = match lock(&s.requests).get(req) {
+        Some(ReqObj::Op(r, _)) => r.is_complete(),
+        Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
+        Some(ReqObj::Persistent(p, _)) => {
+            (!p.is_active() && crate::part::armed(req).is_none()) || p.is_complete()
+        }
+        Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+        Some(ReqObj::Done(..)) => true,
+        None => {
+            return Err(Error::new(
+                ErrorClass::Request,
+                format!("invalid request handle {req:#x}"),
+            ))
+        }
+    };
+    if !done {
+        return Ok(None);
+    }
+    // Complete it, then put back a request that reports the same outcome.
+    let mut h = req;
+    // SAFETY: a local copy of the handle.
+    let o = unsafe { progress_one(&mut h, true) }?;
+    let Some((st, err)) = o else {
+        return Ok(None);
+    };
+    if h == REQUEST_NULL {
+        lock(&s.requests).restore(req, ReqObj::Done(st, err.clone().map(Box::new)));
+    }
+    Ok(Some((st, err)))
+}
+
 /// `MPI_UNDEFINED`.
 const UNDEFINED: c_int = -32766;
 
@@ -825,6 +911,11 @@ unsafe fn wait_all(
         }
     }
     for (i, h, obj) in others {
+        if let Some(e) = crate::part::armed(h) {
+            lock(&s.requests).restore(h, obj);
+            put(i, Err(e));
+            continue;
+        }
         put(
             i,
             match complete(obj, true) {
@@ -1366,6 +1457,11 @@ entry! {
         // SAFETY: not null, valid per the caller.
         let h = unsafe { *req };
         let s = state()?;
+        // A partitioned send is armed: its message starts with the last
+        // MPI_Pready.
+        if crate::part::start(h)? == Some(true) {
+            return Ok(());
+        }
         match lock(&s.requests).get_mut(h) {
             Some(ReqObj::Persistent(p, _)) => p.start(),
             _ => Err(Error::new(ErrorClass::Request, format!("{h:#x} is not a persistent request"))),
@@ -1448,7 +1544,10 @@ entry! {
         drop(t);
         match obj {
             ReqObj::Op(r, _) => r.free(),
-            ReqObj::Persistent(p, _) => p.free(),
+            ReqObj::Persistent(p, _) => {
+                crate::part::forget(h);
+                p.free()
+            }
             ReqObj::Pair(p) => {
                 let PairReq { send: a, recv: b, keep, .. } = *p;
                 a.free();
@@ -1768,7 +1867,9 @@ entry! {
             match t.get(h) {
                 Some(ReqObj::Op(r, _)) => r.completed(),
                 Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
-                Some(ReqObj::Persistent(p, _)) => !p.is_active() || p.is_complete(),
+                Some(ReqObj::Persistent(p, _)) => {
+                    (!p.is_active() && crate::part::armed(h).is_none()) || p.is_complete()
+                }
                 Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
                 Some(ReqObj::Done(..)) | None => true,
             }
@@ -1783,44 +1884,115 @@ entry! {
         unsafe { waitall("MPI_Testall", n, reqs, statuses) }
     }
 
-    /// `MPI_Request_get_status`: like `MPI_Test` without freeing.
+    /// `MPI_Request_get_status`: like `MPI_Test` without freeing (one
+    /// progress pass, so that a loop of it completes a request).
     fn MPI_Request_get_status / PMPI_Request_get_status(req: usize, flag: *mut c_int, status: *mut CStatus) comm = request_comm(req); {
         let s = state()?;
-        if req == REQUEST_NULL {
-            // SAFETY: the caller's out-parameters.
-            unsafe {
-                put(flag, 1, "flag")?;
-                put_status(status, &CStatus::empty());
-            }
-            return Ok(());
+        if req != REQUEST_NULL {
+            s.universe.progress();
         }
-        let done = match lock(&s.requests).get(req) {
-            Some(ReqObj::Op(r, _)) => r.is_complete(),
-            Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
-            Some(ReqObj::Persistent(p, _)) => p.is_complete(),
-            Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
-            Some(ReqObj::Done(..)) => true,
-            None => return Err(Error::new(ErrorClass::Request, format!("invalid request handle {req:#x}"))),
-        };
+        let o = peek(req)?;
         // SAFETY: the caller's out-parameter.
-        unsafe { put(flag, c_int::from(done), "flag") }?;
-        if done && !status.is_null() {
-            // The status without consuming: complete, then put back a
-            // request that reports the same status again.
-            let mut h = req;
-            // SAFETY: a local copy of the handle.
-            let o = unsafe { progress_one(&mut h, true) }?;
-            if let Some((st, err)) = o {
-                // SAFETY: the caller's status.
-                unsafe { put_status(status, &st) };
-                if h == REQUEST_NULL {
-                    // Completed and consumed: keep its outcome for the
-                    // MPI_Wait or MPI_Test that will free it.
-                    lock(&s.requests).restore(req, ReqObj::Done(st, err.map(Box::new)));
+        unsafe { put(flag, c_int::from(o.is_some()), "flag") }?;
+        if let Some((st, _)) = o {
+            // SAFETY: the caller's status.
+            unsafe { put_status(status, &st) };
+        }
+        Ok(())
+    }
+
+    /// `MPI_Request_get_status_all` (MPI 4.1): whether every request is
+    /// complete (null and inactive requests are), and then each one's
+    /// status, freeing none (`MPI_ERR_IN_STATUS` if one failed).
+    fn MPI_Request_get_status_all / PMPI_Request_get_status_all(
+        n: c_int, reqs: *const usize, flag: *mut c_int, statuses: *mut CStatus,
+    ) comm = None; {
+        let n = count(n)?;
+        // SAFETY: the caller's array of `n` requests.
+        let hs = unsafe { handles(n, reqs) }?;
+        let mut out = Vec::with_capacity(n);
+        for &h in hs {
+            match peek(h)? {
+                Some(o) => out.push(o),
+                // SAFETY: the caller's out-parameter.
+                None => return unsafe { put(flag, 0, "flag") },
+            }
+        }
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(flag, 1, "flag") }?;
+        let failed = out.iter().any(|(_, e)| e.is_some());
+        for (i, (st, e)) in out.iter().enumerate() {
+            let code = e.as_ref().map_or(0, |e| e.class().code());
+            // SAFETY: the caller's array of `n` statuses (or ignore).
+            unsafe { put_status_at(statuses, i, st, failed.then_some(code)) };
+        }
+        if failed {
+            return Err(Error::new(ErrorClass::InStatus, "a completed request failed: see the statuses"));
+        }
+        Ok(())
+    }
+
+    /// `MPI_Request_get_status_any` (MPI 4.1): the first complete active
+    /// request, freeing nothing; with no active request, `flag` true and
+    /// `MPI_UNDEFINED`.
+    fn MPI_Request_get_status_any / PMPI_Request_get_status_any(
+        n: c_int, reqs: *const usize, index: *mut c_int, flag: *mut c_int, status: *mut CStatus,
+    ) comm = None; {
+        let n = count(n)?;
+        // SAFETY: the caller's array of `n` requests.
+        let hs = unsafe { handles(n, reqs) }?;
+        let mut active = false;
+        for (i, &h) in hs.iter().enumerate() {
+            if !is_active(h) {
+                continue;
+            }
+            active = true;
+            if let Some((st, err)) = peek(h)? {
+                // SAFETY: the caller's out-parameters.
+                unsafe {
+                    put(index, i as c_int, "index")?;
+                    put(flag, 1, "flag")?;
+                    put_status(status, &st);
                 }
+                return err.map_or(Ok(()), Err);
+            }
+        }
+        // SAFETY: the caller's out-parameters.
+        unsafe {
+            put(index, UNDEFINED, "index")?;
+            put(flag, c_int::from(!active), "flag")?;
+            if !active {
+                put_status(status, &CStatus::empty());
             }
         }
         Ok(())
+    }
+
+    /// `MPI_Request_get_status_some` (MPI 4.1): every complete active
+    /// request, freeing none; `MPI_UNDEFINED` with no active request.
+    fn MPI_Request_get_status_some / PMPI_Request_get_status_some(
+        n: c_int, reqs: *const usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus,
+    ) comm = None; {
+        let n = count(n)?;
+        // SAFETY: the caller's array of `n` requests.
+        let hs = unsafe { handles(n, reqs) }?;
+        let mut active = false;
+        let mut done = Vec::new();
+        for (i, &h) in hs.iter().enumerate() {
+            if !is_active(h) {
+                continue;
+            }
+            active = true;
+            if let Some(o) = peek(h)? {
+                done.push((i, o));
+            }
+        }
+        if !active {
+            // SAFETY: the caller's out-parameter.
+            return unsafe { put(outcount, UNDEFINED, "outcount") };
+        }
+        // SAFETY: the caller's arrays.
+        unsafe { put_some("MPI_Request_get_status_some", &done, outcount, indices, statuses) }
     }
 
     /// `MPI_Cancel`.
@@ -1848,11 +2020,9 @@ entry! {
             let done = g.complete.load(std::sync::atomic::Ordering::Acquire);
             // SAFETY: the program's callback, as registered.
             let rc = unsafe { f(g.extra as *mut c_void, c_int::from(done)) };
-            if rc != SUCCESS {
-                return Err(Error::new(
-                    ErrorClass::Other,
-                    format!("cancel_fn returned {rc}"),
-                ));
+            // MPI_Cancel returns the callback's error (MPI 4.1 §13.2).
+            if let Some(e) = callback_error(rc, "cancel_fn") {
+                return Err(e);
             }
         }
         Ok(())

@@ -16,19 +16,12 @@ fn pair(p: Pair) -> UserDatatype {
     UserDatatype::from_raw(Datatype::pair(p))
 }
 
-fn bytes(n: isize) -> UserDatatype {
-    UserDatatype::from_raw(
-        Datatype::contiguous(n, &Datatype::byte()).unwrap_or_else(|_| Datatype::byte()),
-    )
-}
-
-fn twice(p: Primitive) -> UserDatatype {
-    let t = Datatype::predefined(p);
-    UserDatatype::from_raw(Datatype::contiguous(2, &t).unwrap_or(t))
-}
-
 /// The datatype of predefined handle `h` (x86-64 Linux: `long` is 64-bit,
-/// `char` is signed, `wchar_t` is 32-bit, `long double` is 16 bytes).
+/// `char` is signed, `wchar_t` is 32-bit, `long double` is the x87 80-bit
+/// format in 16 bytes, aligned to 16). Every basic type is one element of
+/// its own kind (a complex number too: `MPI_Get_elements` counts it once),
+/// so that struct padding, element counts and `external32` are those of
+/// the C and Fortran types.
 pub fn predefined(h: usize) -> Option<UserDatatype> {
     use Primitive::*;
     Some(match h {
@@ -36,28 +29,30 @@ pub fn predefined(h: usize) -> Option<UserDatatype> {
         0x207 => prim(Packed),
         0x208 => prim(I16),
         0x209 => prim(I32),
-        0x20a | 0x20b => prim(I64),
+        0x20a => prim(Long),
+        0x20b => prim(I64),
         0x20c => prim(U16),
         0x20d => prim(U32),
-        0x20e | 0x20f => prim(U64),
+        0x20e => prim(ULong),
+        0x20f => prim(U64),
         0x210 => prim(F32),
-        0x212 | 0x213 => twice(F32),
+        0x212 | 0x213 => prim(ComplexF32),
         0x214 => prim(F64),
-        0x216 | 0x217 => twice(F64),
+        0x216 | 0x217 => prim(ComplexF64),
         0x218 | 0x219 => prim(I32), // MPI_LOGICAL, MPI_INTEGER
         0x21a => prim(F32),
-        0x21b => twice(F32),
+        0x21b => prim(ComplexF32),
         0x21c => prim(F64),
-        0x21d => twice(F64),
+        0x21d => prim(ComplexF64),
         0x21e => prim(I8), // MPI_CHARACTER
-        0x220 => bytes(16),
-        0x224 | 0x225 => bytes(32),
+        0x220 => prim(LongDouble),
+        0x224 | 0x225 => prim(ComplexLongDouble),
         0x228 => pair(Pair::FloatInt),
         0x229 => pair(Pair::DoubleInt),
         0x22a => pair(Pair::LongInt),
         0x22b => pair(Pair::TwoInt),
         0x22c => pair(Pair::ShortInt),
-        0x22d => bytes(32),
+        0x22d => pair(Pair::LongDoubleInt),
         0x230 => pair(Pair::TwoFloat),
         0x231 => pair(Pair::TwoDouble),
         0x232 => pair(Pair::TwoInt),
@@ -76,16 +71,17 @@ pub fn predefined(h: usize) -> Option<UserDatatype> {
         0x259 => prim(U64),
         0x2c0 | 0x2c1 => prim(I8),
         0x2c8 | 0x2c9 => prim(I16),
-        0x2ca => bytes(2),
+        0x2ca => prim(F16),
         0x2d0 | 0x2d1 => prim(I32),
         0x2d2 => prim(F32),
-        0x2d3 => bytes(4),
+        0x2d3 => prim(ComplexF16),
         0x2d8 | 0x2d9 => prim(I64),
         0x2da => prim(F64),
-        0x2db => twice(F32),
-        0x2e0..=0x2e2 => bytes(16),
-        0x2e3 => twice(F64),
-        0x2eb => bytes(32),
+        0x2db => prim(ComplexF32),
+        0x2e0 | 0x2e1 => prim(I128),
+        0x2e2 => prim(F128),
+        0x2e3 => prim(ComplexF64),
+        0x2eb => prim(ComplexF128),
         _ => return None,
     })
 }

@@ -47,7 +47,7 @@ use std::sync::{Arc, OnceLock};
 use crate::convertor::Convertor;
 use crate::error::{DatatypeError, Result};
 use crate::layout::{self, Node};
-use crate::primitive::{Combiner, Order, Pair, Primitive};
+use crate::primitive::{Combiner, Distribution, Order, Pair, Primitive};
 use crate::signature::{self, Sig, Signature};
 
 /// An MPI datatype, predefined or derived. Immutable; cloning is an `Arc`
@@ -615,6 +615,166 @@ impl Datatype {
         Ok(r)
     }
 
+    /// `MPI_Type_create_darray`: the part that process `rank` of `size`
+    /// owns of an array of `gsizes` elements of `old` stored in `order`,
+    /// distributed over a process grid of `psizes` (the process's grid
+    /// coordinates are those of `rank` in row-major order, whatever
+    /// `order`).
+    ///
+    /// As the standard defines it (MPI 4.1 §5.1.4): dimension by dimension
+    /// from the fastest-varying, the type so far is replaced by
+    /// `cyclic(darg, gsize, r, psize)` of it: the process's blocks of
+    /// `darg` elements (the last one possibly shorter), at element
+    /// `r * darg + k * psize * darg`, resized to `lb = 0` and `extent =
+    /// gsize * extent`. A block distribution is one cyclic round with
+    /// `darg = ceil(gsize / psize)` by default; `None` is a block
+    /// distribution over one process. The result has `lb = 0` and `extent =
+    /// prod(gsizes) * extent(old)`.
+    ///
+    /// Errors (`InvalidArgument`): no dimension, `size < 1`, `rank` outside
+    /// `0..size`, a non-positive global or grid size, a grid whose product
+    /// is not `size`, a non-positive block size, a block distribution whose
+    /// blocks do not cover the dimension, `Distribution::None` over a grid
+    /// dimension other than 1.
+    pub fn darray(
+        size: isize,
+        rank: isize,
+        gsizes: &[isize],
+        distribs: &[Distribution],
+        psizes: &[isize],
+        order: Order,
+        old: &Datatype,
+    ) -> Result<Datatype> {
+        let n = gsizes.len();
+        let bad = |m: String| Err(DatatypeError::InvalidArgument(m));
+        if n == 0 {
+            return bad("darray needs at least one dimension".into());
+        }
+        check_len("distribs", n, distribs.len())?;
+        check_len("psizes", n, psizes.len())?;
+        if size < 1 || rank < 0 || rank >= size {
+            return bad(format!(
+                "darray rank {rank} of size {size} (need size >= 1, 0 <= rank < size)"
+            ));
+        }
+        let mut grid: i128 = 1;
+        for i in 0..n {
+            if gsizes[i] < 1 || psizes[i] < 1 {
+                return bad(format!(
+                    "darray dimension {i}: global size {}, grid size {} (both must be positive)",
+                    gsizes[i], psizes[i]
+                ));
+            }
+            grid = grid.saturating_mul(psizes[i] as i128);
+        }
+        if grid != size as i128 {
+            return bad(format!(
+                "darray process grid {psizes:?} has {grid} processes, not {size}"
+            ));
+        }
+        // Grid coordinates of `rank`, row-major.
+        let mut coords = vec![0isize; n];
+        let (mut rest, mut procs) = (rank, size);
+        for i in 0..n {
+            procs /= psizes[i];
+            coords[i] = rest / procs;
+            rest %= procs;
+        }
+        let dims: Vec<usize> = match order {
+            Order::C => (0..n).rev().collect(),
+            Order::Fortran => (0..n).collect(),
+        };
+        let mut t = old.clone();
+        for d in dims {
+            let (g, p) = (gsizes[d], psizes[d]);
+            let (darg, psize, r) = match distribs[d] {
+                Distribution::None => {
+                    if p != 1 {
+                        return bad(format!(
+                            "darray dimension {d} is not distributed but its grid size is {p}, not 1"
+                        ));
+                    }
+                    (g, 1, 0)
+                }
+                Distribution::Block(darg) => {
+                    let b = match darg {
+                        None => (g + p - 1) / p,
+                        Some(b) if b >= 1 && (b as i128) * (p as i128) >= g as i128 => b,
+                        Some(b) => {
+                            return bad(format!(
+                                "darray dimension {d}: block size {b} over {p} processes \
+                                 does not cover {g} elements"
+                            ))
+                        }
+                    };
+                    (b, p, coords[d])
+                }
+                Distribution::Cyclic(darg) => match darg {
+                    None => (1, p, coords[d]),
+                    Some(b) if b >= 1 => (b, p, coords[d]),
+                    Some(b) => {
+                        return bad(format!(
+                            "darray dimension {d}: cyclic block size {b} is not positive"
+                        ))
+                    }
+                },
+            };
+            t = Self::cyclic(darg, g, r, psize, &t)?;
+        }
+        if let Some(inner) = Arc::get_mut(&mut t.0) {
+            inner.combiner = Combiner::Darray;
+        } else {
+            let mut inner = (*t.0).clone();
+            inner.combiner = Combiner::Darray;
+            t = Datatype(Arc::new(inner));
+        }
+        Ok(t)
+    }
+
+    /// The standard's `cyclic(darg, gsize, r, psize, old)` of
+    /// [`darray`](Self::darray): process `r`'s blocks of `darg` copies of
+    /// `old` (the last one cut at `gsize`), resized to `[0, gsize *
+    /// extent(old))`.
+    fn cyclic(
+        darg: isize,
+        gsize: isize,
+        r: isize,
+        psize: isize,
+        old: &Datatype,
+    ) -> Result<Datatype> {
+        let ex = old.extent() as i128;
+        let (darg_, gsize_, r_, psize_) = (darg as i128, gsize as i128, r as i128, psize as i128);
+        let round = psize_ * darg_;
+        let first = r_ * darg_;
+        let extent = to_isize(gsize_ * ex, "darray extent")?;
+        let placed = if first >= gsize_ {
+            Self::contiguous(0, old)?
+        } else {
+            // Blocks starting below gsize; the last may be short.
+            let nblocks = (gsize_ - first + round - 1) / round;
+            let last_len = darg_.min(gsize_ - (first + (nblocks - 1) * round));
+            let (full, tail) = if last_len == darg_ {
+                (nblocks, 0)
+            } else {
+                (nblocks - 1, last_len)
+            };
+            let stride = to_isize(round * ex, "darray stride")?;
+            let at = to_isize(first * ex, "darray displacement")?;
+            let blocks = Self::hvector(to_isize(full, "darray blocks")?, darg, stride, old)?;
+            if tail == 0 {
+                Self::hindexed_block(1, &[at], &blocks)?
+            } else {
+                let tail_at = to_isize((first + full * round) * ex, "darray displacement")?;
+                Self::structured(
+                    &[1, to_isize(tail, "darray block")?],
+                    &[at, tail_at],
+                    &[blocks, old.clone()],
+                )?
+            }
+        };
+        Self::resized(&placed, 0, extent)
+    }
+
     /// `MPI_Type_dup`: a new handle with the same type map (and markers).
     pub fn dup(&self) -> Datatype {
         let mut inner = (*self.0).clone();
@@ -810,6 +970,10 @@ impl Datatype {
 
     pub(crate) fn layout(&self) -> &Node {
         &self.0.layout
+    }
+
+    pub(crate) fn sig(&self) -> &Sig {
+        &self.0.sig
     }
 }
 

@@ -51,6 +51,10 @@ pub enum DatatypeError {
     /// reported rather than panicked on).
     #[error("internal convertor error: {0}")]
     Internal(&'static str),
+    /// A value has no representation in the target format (a C `long`
+    /// outside the 32 bits `external32` gives it: `MPI_ERR_CONVERSION`).
+    #[error("conversion: {0}")]
+    Conversion(String),
     /// A packed offset beyond the end of the packed stream.
     #[error("packed offset {offset} is past the end of the {total}-byte packed stream")]
     PackedOffset {

@@ -7,7 +7,8 @@
 //! [`Datatype::hvector`], [`Datatype::indexed`], [`Datatype::hindexed`],
 //! [`Datatype::indexed_block`], [`Datatype::hindexed_block`],
 //! [`Datatype::structured`], [`Datatype::resized`], [`Datatype::subarray`],
-//! [`Datatype::dup`]) from predefined [`Primitive`] and [`Pair`] types, with
+//! [`Datatype::darray`], [`Datatype::dup`]) from predefined [`Primitive`]
+//! and [`Pair`] types, with
 //! MPI's size/extent/bound rules (see the [`datatype`] module docs). Each
 //! type carries a compact flattened layout, built at construction, whose
 //! memory does not grow with the repetition counts.
@@ -17,6 +18,11 @@
 //! with a seek cost independent of the offset; the user buffer is a slice
 //! plus the position of the datatype origin in it, and every access is
 //! bounds-checked ([`DatatypeError::OutOfBounds`], never a panic).
+//!
+//! [`Datatype::pack_external32`] and [`Datatype::unpack_external32`]
+//! convert to and from MPI's portable `external32` representation
+//! (big-endian, the standard's fixed sizes; `long double` as IEEE
+//! quadruple precision).
 //!
 //! ```
 //! use oxmpi_datatype::{Convertor, Datatype};
@@ -47,6 +53,7 @@
 mod convertor;
 pub mod datatype;
 mod error;
+mod external32;
 mod layout;
 mod primitive;
 mod signature;
@@ -54,5 +61,5 @@ mod signature;
 pub use convertor::{Convertor, ReceiveStatus, Unpacked};
 pub use datatype::Datatype;
 pub use error::{DatatypeError, Result};
-pub use primitive::{Combiner, Order, Pair, Primitive};
+pub use primitive::{Combiner, Distribution, Order, Pair, Primitive};
 pub use signature::Signature;

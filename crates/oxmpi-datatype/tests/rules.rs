@@ -61,6 +61,8 @@ fn predefined_pairs_have_c_struct_layout() {
         (Pair::DoubleInt, 12, 16, None),
         (Pair::TwoFloat, 8, 8, Some(Primitive::F32)),
         (Pair::TwoDouble, 16, 16, Some(Primitive::F64)),
+        // struct { long double; int }: 32 bytes in C, 20 of data.
+        (Pair::LongDoubleInt, 20, 32, None),
     ];
     for (p, size, extent, uniform) in expect {
         let t = Datatype::pair(p);
@@ -78,6 +80,41 @@ fn predefined_pairs_have_c_struct_layout() {
     assert!(!Datatype::pair(Pair::ShortInt).is_contiguous());
     assert!(Datatype::pair(Pair::DoubleInt).is_contiguous());
     assert!(!Datatype::pair(Pair::DoubleInt).is_contiguous_for(2));
+}
+
+/// The primitives that are not their own alignment, and the C layouts they
+/// give structs: `{char; long double; char}` is 48 bytes, `{char; double
+/// complex; char}` 32.
+#[test]
+fn long_double_and_complex_align_as_in_c() {
+    assert_eq!(Primitive::LongDouble.align(), 16);
+    assert_eq!(Primitive::ComplexF32.align(), 4);
+    assert_eq!(Primitive::ComplexF64.align(), 8);
+    assert_eq!(Primitive::ComplexLongDouble.align(), 16);
+    let c = Datatype::i8();
+    let t = Datatype::structured(
+        &[1, 1, 1],
+        &[0, 16, 32],
+        &[
+            c.clone(),
+            Datatype::predefined(Primitive::LongDouble),
+            c.clone(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(bounds(&t), (18, 0, 48, 0, 33));
+    let t = Datatype::structured(
+        &[1, 1, 1],
+        &[0, 8, 24],
+        &[c.clone(), Datatype::predefined(Primitive::ComplexF64), c],
+    )
+    .unwrap();
+    assert_eq!(bounds(&t), (18, 0, 32, 0, 25));
+    // A complex is one basic element.
+    assert_eq!(t.element_count(), 3);
+    assert_eq!(t.get_elements(17), Some(2));
+    assert_eq!(t.get_elements(19), Some(4));
+    assert_eq!(t.get_elements(9), None, "inside the complex");
 }
 
 #[test]

@@ -141,6 +141,7 @@ impl From<oxmpi_datatype::DatatypeError> for Error {
             D::Overflow { .. } => ErrClass::Count,
             D::OutOfBounds { .. } => ErrClass::Buffer,
             D::Internal(_) => ErrClass::Intern,
+            D::Conversion(_) => ErrClass::Conversion,
             D::LengthMismatch { .. } | D::InvalidArgument(_) | D::PackedOffset { .. } => {
                 ErrClass::Arg
             }

@@ -22,6 +22,12 @@
  *    is still delivered.
  *  - Request_get_status: false before the matching send exists, true after,
  *    without freeing the request.
+ *  - MPI 4.1 Request_get_status_all/any/some over a null request, two
+ *    Irecvs and an inactive persistent receive: nothing complete before the
+ *    sends, then the first receive alone (any and some find it, all is
+ *    still false), then all (statuses: empty, the two receives, empty),
+ *    none of the requests freed; over only inactive entries any gives
+ *    flag true and MPI_UNDEFINED, some MPI_UNDEFINED.
  *  - Small Isends to self, which complete inside the call: two at once are
  *    completed one by one; Request_get_status, Cancel, Test and Wait on them
  *    behave as on any completed send (not cancelled, set to
@@ -55,6 +61,7 @@
 #define TAG_ACK 61
 #define TAG_GS 62
 #define TAG_GS_GO 63
+#define TAG_GSM 64
 #define TAG_BIG 300
 #define TAG_GO 200
 
@@ -456,6 +463,83 @@ static void get_status(void)
     }
 }
 
+/* MPI 4.1 Request_get_status_all/any/some (ranks 0/1) */
+static void get_status_multi(void)
+{
+#if MPI_VERSION > 4 || (MPI_VERSION == 4 && MPI_SUBVERSION >= 1)
+    int v[2] = {-1, -1}, flag = -1, idx = -1, out = -1, ind[4];
+    MPI_Status st, sts[4];
+    if (rank == 1) {
+        MPI_Request r[4];
+        int dummy;
+        r[0] = MPI_REQUEST_NULL;
+        MPI_CHECK(MPI_Irecv(&v[0], 1, MPI_INT, 0, TAG_GSM, MPI_COMM_WORLD, &r[1]));
+        MPI_CHECK(MPI_Irecv(&v[1], 1, MPI_INT, 0, TAG_GSM + 1, MPI_COMM_WORLD, &r[2]));
+        MPI_CHECK(MPI_Recv_init(&dummy, 1, MPI_INT, 0, TAG_GSM + 2, MPI_COMM_WORLD, &r[3]));
+        MPI_CHECK(MPI_Request_get_status_all(4, r, &flag, MPI_STATUSES_IGNORE));
+        CHECK(flag == 0, "get_status_all true before any send");
+        MPI_CHECK(MPI_Request_get_status_any(4, r, &idx, &flag, &st));
+        CHECK(flag == 0 && idx == MPI_UNDEFINED, "get_status_any before any send: %d %d", flag, idx);
+        MPI_CHECK(MPI_Request_get_status_some(4, r, &out, ind, sts));
+        CHECK(out == 0, "get_status_some before any send: %d", out);
+        /* The first message. */
+        MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_GS_GO, MPI_COMM_WORLD));
+        deadline = MPI_Wtime() + 30.0;
+        do {
+            MPI_CHECK(MPI_Request_get_status_any(4, r, &idx, &flag, &st));
+            if (!flag)
+                progress_guard("Request_get_status_any");
+        } while (!flag);
+        CHECK(idx == 1 && st.MPI_SOURCE == 0 && st.MPI_TAG == TAG_GSM && v[0] == 11,
+              "get_status_any: index %d source %d tag %d data %d", idx, st.MPI_SOURCE,
+              st.MPI_TAG, v[0]);
+        CHECK(r[1] != MPI_REQUEST_NULL, "get_status_any freed the request");
+        MPI_CHECK(MPI_Request_get_status_some(4, r, &out, ind, sts));
+        CHECK(out == 1 && ind[0] == 1 && sts[0].MPI_TAG == TAG_GSM,
+              "get_status_some after one send: %d [%d]", out, ind[0]);
+        MPI_CHECK(MPI_Request_get_status_all(4, r, &flag, sts));
+        CHECK(flag == 0, "get_status_all true with a receive pending");
+        /* The second. */
+        MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_GS_GO, MPI_COMM_WORLD));
+        deadline = MPI_Wtime() + 30.0;
+        do {
+            MPI_CHECK(MPI_Request_get_status_all(4, r, &flag, sts));
+            if (!flag)
+                progress_guard("Request_get_status_all");
+        } while (!flag);
+        check_empty(&sts[0], 0, "get_status_all: the null request");
+        check_empty(&sts[3], 0, "get_status_all: the inactive request");
+        CHECK(sts[1].MPI_TAG == TAG_GSM && sts[2].MPI_TAG == TAG_GSM + 1 && v[1] == 22,
+              "get_status_all: tags %d %d data %d", sts[1].MPI_TAG, sts[2].MPI_TAG, v[1]);
+        CHECK(r[1] != MPI_REQUEST_NULL && r[2] != MPI_REQUEST_NULL,
+              "get_status_all freed requests");
+        MPI_CHECK(MPI_Waitall(4, r, sts));
+        CHECK(sts[1].MPI_TAG == TAG_GSM && sts[2].MPI_TAG == TAG_GSM + 1,
+              "Waitall after get_status_all");
+        /* Only inactive entries now. */
+        MPI_CHECK(MPI_Request_get_status_any(4, r, &idx, &flag, &st));
+        CHECK(flag == 1 && idx == MPI_UNDEFINED, "get_status_any, nothing active: %d %d", flag,
+              idx);
+        MPI_CHECK(MPI_Request_get_status_some(4, r, &out, ind, sts));
+        CHECK(out == MPI_UNDEFINED, "get_status_some, nothing active: %d", out);
+        MPI_CHECK(MPI_Request_free(&r[3]));
+    } else if (rank == 0) {
+        int a = 11, b = 22;
+        MPI_CHECK(MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_GS_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Send(&a, 1, MPI_INT, 1, TAG_GSM, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_GS_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Send(&b, 1, MPI_INT, 1, TAG_GSM + 1, MPI_COMM_WORLD));
+    }
+    (void)v;
+    (void)flag;
+    (void)idx;
+    (void)out;
+    (void)ind;
+    (void)st;
+    (void)sts;
+#endif
+}
+
 static unsigned char big_val(size_t pos)
 {
     return (unsigned char)(pos * 2654435761u >> 13);
@@ -791,6 +875,7 @@ int main(int argc, char **argv)
     small_sends_to_self();
     received_already();
     get_status();
+    get_status_multi();
     small_irecvs_any_source();
     many_big();
 

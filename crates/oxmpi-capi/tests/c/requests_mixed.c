@@ -18,6 +18,8 @@
  *    (MPI_Grequest_complete from inside MPI_Cancel): MPI_Wait then gives
  *    the status its query function sets (cancelled), and the free function
  *    runs once.
+ *  - A cancel function that returns MPI_ERR_BUFFER: MPI_Cancel returns it
+ *    (strict: Open MPI 5 returns MPI_SUCCESS).
  *  - A query function that returns MPI_ERR_TAG: MPI_Wait returns that class
  *    and leaves MPI_ERROR alone; MPI_Waitall returns MPI_ERR_IN_STATUS
  *    with an error in the request's status (strict: of class MPI_ERR_TAG).
@@ -43,6 +45,7 @@ struct greq_state {
     int cancel_complete_arg;
     int cancelled;
     int err; /* what query_fn returns */
+    int cancel_err; /* what cancel_fn returns (without completing) */
 };
 
 static int query_fn(void *extra, MPI_Status *st)
@@ -67,6 +70,8 @@ static int cancel_fn(void *extra, int complete)
     struct greq_state *g = extra;
     g->cancels++;
     g->cancel_complete_arg = complete;
+    if (g->cancel_err != MPI_SUCCESS)
+        return g->cancel_err;
     if (!complete) {
         g->cancelled = 1;
         /* Completing from inside MPI_Cancel. */
@@ -217,6 +222,23 @@ int main(int argc, char **argv)
     CHECK(flag && st.MPI_TAG == 55, "cancelled generalized request: flag %d tag %d", flag,
           st.MPI_TAG);
     CHECK(g3.freed == 1, "generalized freed %d times", g3.freed);
+
+    /* A cancel function's error code is what MPI_Cancel returns (strict:
+     * Open MPI 5 returns MPI_SUCCESS). */
+    {
+        struct greq_state g6 = {0};
+        g6.cancel_err = MPI_ERR_BUFFER;
+        MPI_CHECK(MPI_Grequest_start(query_fn, free_fn, cancel_fn, &g6, &g));
+        int rc = MPI_Cancel(&g);
+        CHECK(g6.cancels == 1, "cancel_fn called %d times", g6.cancels);
+        if (strict_mode())
+            CHECK(rc != MPI_SUCCESS && check_class(rc) == MPI_ERR_BUFFER,
+                  "MPI_Cancel returned %d (class %d), not the cancel function's MPI_ERR_BUFFER",
+                  rc, check_class(rc));
+        MPI_CHECK(MPI_Grequest_complete(g));
+        MPI_CHECK(MPI_Wait(&g, MPI_STATUS_IGNORE));
+        CHECK(g6.freed == 1, "generalized freed %d times", g6.freed);
+    }
 
     /* A query function's error code is what the completion call returns:
      * MPI_Wait returns it (and leaves MPI_ERROR alone, as every single
