@@ -38,6 +38,7 @@ mod buffer;
 mod collective;
 mod comm;
 mod confine;
+mod ctxid;
 mod datatype;
 mod error;
 mod failure;
@@ -52,8 +53,8 @@ mod universe;
 
 pub use buffer::{Buffer, BufferMut};
 pub use comm::{
-    AnyProcess, AnyTag, Communicator, Comparison, Group, Message, Peer, Process, Source, TagSpec,
-    PROC_NULL, TAG_UB,
+    AnyProcess, AnyTag, CommRequest, Communicator, Comparison, Group, Message, Peer, Process,
+    Source, TagSpec, PROC_NULL, TAG_UB,
 };
 pub use datatype::{Equivalence, MutView, Order, UserDatatype, View};
 pub use error::{Error, ErrorClass, Result};

@@ -1,0 +1,694 @@
+//! Context ids: the allocator, and the exchanges that agree on a fresh id.
+//!
+//! Ids are handed out in units of [`UNIT`] consecutive context ids (unit
+//! `u` is ids `8u .. 8u + 8`), so that one agreement serves a communicator
+//! and everything that travels with it:
+//!
+//! | id | use |
+//! |---|---|
+//! | `base`, `base + 1` | the communicator (user traffic, internal collectives) |
+//! | `base + 2`, `base + 3` | its shadow ([`crate::Communicator::shadow`], the C layer's collectives) |
+//! | `base + 4`, `base + 5` | an intercommunicator's local group (its collectives and agreements) |
+//! | `base + 6`, `base + 7` | the shadow intercommunicator's local group |
+//!
+//! Unit 0 is `MPI_COMM_WORLD` (ids 4 and 5 serve the agreements of
+//! communicators created from groups, which have no parent communicator:
+//! [`GROUP_CTX`]), unit 1 `MPI_COMM_SELF`. Every process keeps a bitmask
+//! of its free units ([`CtxIds`]); an agreement all-gathers the members'
+//! masks (each sent only up to its last word with a unit in use: beyond it
+//! every unit is free) and takes the lowest unit free on every member, as
+//! MPICH's mask allreduce does. Freed units come back once their contexts
+//! have no pending operation (`Runtime::release_unit`), so creation never
+//! runs out while fewer than [`UNITS`] - 2 communicators are alive.
+//!
+//! Concurrent agreements in one process (threads, or non-blocking
+//! `MPI_Comm_idup`s in flight) must not offer the same free unit twice:
+//! only one agreement at a time offers the mask ([`CtxIds::offer`]); the
+//! others offer nothing, which makes the round fail on every member (the
+//! combined outcome says that not everyone offered), and they try again.
+//! An agreement may offer only if no agreement with a lower priority key
+//! (parent context, then creation number) is waiting in this process, so
+//! the lowest key among all agreements in flight anywhere always succeeds
+//! in its next round: no livelock (MPICH's `lowest_context_id` rule).
+
+use std::sync::Arc;
+
+use oxmpi_match::{Source, Tag};
+use oxmpi_pml::{Buffer, ReqId, SendMode};
+
+use crate::buffer;
+use crate::error::{Error, ErrorClass, Result};
+use crate::request::status_result;
+use crate::runtime::Runtime;
+
+/// Context ids per unit.
+pub(crate) const UNIT: u16 = 8;
+/// Units in the 16-bit context id space.
+pub(crate) const UNITS: usize = (1 << 16) / UNIT as usize;
+/// 64-bit words of the free mask.
+const WORDS: usize = UNITS / 64;
+/// Units that are never free: 0 (`MPI_COMM_WORLD`), 1 (`MPI_COMM_SELF`).
+pub(crate) const RESERVED_UNITS: usize = 2;
+/// The context (world ranks, in unit 0) on which the members of a group
+/// agree on the context of a communicator created from that group
+/// (`MPI_Comm_create_from_group`, `MPI_Intercomm_create_from_groups`).
+pub(crate) const GROUP_CTX: u16 = 4;
+
+/// Bytes of an agreement message before the mask: whether the sender
+/// offered its mask, and two `i32` of the caller's (a split's color and
+/// key).
+const HEAD: usize = 9;
+/// The longest agreement message.
+pub(crate) const MAX_MSG: usize = HEAD + WORDS * 8;
+
+/// A priority key: the parent's context, then a number that tells
+/// concurrent agreements on the same parent apart.
+pub(crate) type Key = (u16, u32);
+
+/// This process's free units and who may offer them.
+#[derive(Debug)]
+pub(crate) struct CtxIds {
+    /// Bit `u % 64` of word `u / 64`: unit `u` is free.
+    free: Vec<u64>,
+    /// The mask is offered by an agreement in flight.
+    offered: bool,
+    /// Agreements in flight (each one's key, once per agreement).
+    waiting: Vec<Key>,
+}
+
+impl Default for CtxIds {
+    fn default() -> Self {
+        let mut free = vec![u64::MAX; WORDS];
+        for u in 0..RESERVED_UNITS {
+            free[u / 64] &= !(1 << (u % 64));
+        }
+        CtxIds {
+            free,
+            offered: false,
+            waiting: Vec::new(),
+        }
+    }
+}
+
+impl CtxIds {
+    /// An agreement with priority `key` starts.
+    pub(crate) fn register(&mut self, key: Key) {
+        self.waiting.push(key);
+    }
+
+    /// The agreement with priority `key` ends (it must not hold the mask).
+    pub(crate) fn unregister(&mut self, key: Key) {
+        if let Some(i) = self.waiting.iter().position(|&k| k == key) {
+            self.waiting.swap_remove(i);
+        }
+    }
+
+    /// The mask, up to its last word with a unit in use, if the agreement
+    /// of `key` may offer it now (nobody else offers it, and no waiting
+    /// agreement has a lower key); it then holds the mask until
+    /// [`CtxIds::end_round`].
+    pub(crate) fn offer(&mut self, key: Key) -> Option<Vec<u64>> {
+        let lowest = self.waiting.iter().min().copied();
+        if self.offered || lowest.is_some_and(|l| l < key) {
+            return None;
+        }
+        self.offered = true;
+        let used = self.free.iter().rposition(|&w| w != u64::MAX);
+        Some(self.free[..used.map_or(0, |i| i + 1)].to_vec())
+    }
+
+    /// A round of the agreement that held the mask (`held`) ended, having
+    /// agreed on `unit` if `Some` (taken out of the free units).
+    pub(crate) fn end_round(&mut self, held: bool, unit: Option<usize>) {
+        if held {
+            self.offered = false;
+            if let Some(u) = unit {
+                debug_assert!(self.is_free(u), "unit {u} was offered free");
+                self.free[u / 64] &= !(1 << (u % 64));
+            }
+        }
+    }
+
+    /// Unit `u` is free again.
+    pub(crate) fn release(&mut self, u: usize) {
+        if u >= RESERVED_UNITS && u < UNITS {
+            self.free[u / 64] |= 1 << (u % 64);
+        }
+    }
+
+    /// Whether unit `u` is free.
+    pub(crate) fn is_free(&self, u: usize) -> bool {
+        u < UNITS && self.free[u / 64] & (1 << (u % 64)) != 0
+    }
+
+    /// How many units are in use (the reserved ones included).
+    pub(crate) fn in_use(&self) -> usize {
+        self.free.iter().map(|w| w.count_zeros() as usize).sum()
+    }
+}
+
+/// An agreement message: `mask` (`None`: not offered) and `extra`.
+pub(crate) fn encode(mask: Option<&[u64]>, extra: [i32; 2]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(HEAD + mask.map_or(0, |w| w.len() * 8));
+    m.push(u8::from(mask.is_some()));
+    m.extend_from_slice(&extra[0].to_le_bytes());
+    m.extend_from_slice(&extra[1].to_le_bytes());
+    for w in mask.unwrap_or(&[]) {
+        m.extend_from_slice(&w.to_le_bytes());
+    }
+    m
+}
+
+/// The `extra` of an agreement message (zeros for a malformed one).
+pub(crate) fn extra_of(msg: &[u8]) -> [i32; 2] {
+    let word = |at: usize| {
+        msg.get(at..at + 4)
+            .map_or(0, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    [word(1), word(5)]
+}
+
+/// What a round of an agreement decided (the same on every member: it is
+/// computed from the same messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The lowest unit free on every member.
+    Unit(usize),
+    /// Someone did not offer its mask: try again.
+    Retry,
+    /// Every member offered, and no unit is free on all of them.
+    Exhausted,
+}
+
+/// The AND of the masks of agreement messages (a missing word is all
+/// free), with whether every message offered one.
+pub(crate) fn and_masks<'a>(msgs: impl IntoIterator<Item = &'a [u8]>) -> (bool, Vec<u64>) {
+    let mut all = true;
+    let mut and = vec![u64::MAX; WORDS];
+    for m in msgs {
+        all &= m.first() == Some(&1);
+        let words = m.get(HEAD..).unwrap_or(&[]);
+        for (i, w) in words.chunks_exact(8).take(WORDS).enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            and[i] &= u64::from_le_bytes(b);
+        }
+    }
+    (all, and)
+}
+
+/// The outcome of combined masks ([`and_masks`]).
+pub(crate) fn outcome_of(all_offered: bool, and: &[u64]) -> Outcome {
+    if !all_offered {
+        return Outcome::Retry;
+    }
+    for (i, &w) in and.iter().enumerate() {
+        if w != 0 {
+            let u = i * 64 + w.trailing_zeros() as usize;
+            if u >= RESERVED_UNITS && u < UNITS {
+                return Outcome::Unit(u);
+            }
+        }
+    }
+    Outcome::Exhausted
+}
+
+/// The combined mask as an agreement message of its own (what a leader
+/// passes on for its group: offered only if all of them offered).
+pub(crate) fn encode_and(all_offered: bool, and: &[u64], extra: [i32; 2]) -> Vec<u8> {
+    let used = and.iter().rposition(|&w| w != u64::MAX);
+    let mut m = encode(Some(&and[..used.map_or(0, |i| i + 1)]), extra);
+    m[0] = u8::from(all_offered);
+    m
+}
+
+/// The error of an [`Outcome::Exhausted`] agreement.
+pub(crate) fn exhausted(rt: &Runtime) -> Error {
+    let in_use = rt.ctx_ids().in_use();
+    Error::new(
+        ErrorClass::Comm,
+        format!(
+            "out of communicator context ids: no id is free on every member \
+             ({in_use} of {UNITS} in use here; free communicators you no longer need)"
+        ),
+    )
+}
+
+/// Runs `x` to completion; its messages (or its error).
+fn finish_all(mut x: Exchange) -> Result<Vec<Vec<u8>>> {
+    x.wait();
+    Ok(x.received()?.into_iter().map(<[u8]>::to_vec).collect())
+}
+
+/// A blocking agreement on a fresh unit among `members` (ranks on context
+/// `ctx`, this process at index `me`), messages tagged `tag`, with
+/// priority `key`; `extra` travels with each proposal. Returns the unit
+/// (taken out of this process's free units) and every member's `extra`,
+/// in the order of `members`.
+pub(crate) fn agree_among(
+    rt: &Arc<Runtime>,
+    key: Key,
+    ctx: u16,
+    tag: i32,
+    members: &[u32],
+    me: usize,
+    extra: [i32; 2],
+) -> Result<(usize, Vec<[i32; 2]>)> {
+    let others: Vec<u32> = members
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != me)
+        .map(|(_, &r)| r)
+        .collect();
+    rt.ctx_ids().register(key);
+    let r = loop {
+        let offer = rt.ctx_ids().offer(key);
+        let held = offer.is_some();
+        let mine = encode(offer.as_deref(), extra);
+        let to = others.iter().map(|&p| (p, mine.clone())).collect();
+        let got = finish_all(Exchange::start(rt, ctx, tag, to, &others, MAX_MSG));
+        let mut msgs = match got {
+            Ok(m) => m,
+            Err(e) => {
+                rt.ctx_ids().end_round(held, None);
+                break Err(e);
+            }
+        };
+        msgs.insert(me, mine);
+        let (all, and) = and_masks(msgs.iter().map(Vec::as_slice));
+        let out = outcome_of(all, &and);
+        rt.ctx_ids().end_round(held, unit_of(out));
+        match out {
+            Outcome::Unit(u) => break Ok((u, msgs.iter().map(|m| extra_of(m)).collect())),
+            Outcome::Exhausted => break Err(exhausted(rt)),
+            Outcome::Retry => rt.retry_pause(),
+        }
+    };
+    rt.ctx_ids().unregister(key);
+    r
+}
+
+fn unit_of(out: Outcome) -> Option<usize> {
+    match out {
+        Outcome::Unit(u) => Some(u),
+        _ => None,
+    }
+}
+
+/// One side of an agreement between two groups (an intercommunicator's):
+/// its members are ranks on context `ctx` (messages tagged `tag`), this
+/// process at index `me`, the leader at index `leader`.
+#[derive(Clone, Debug)]
+pub(crate) struct Side {
+    pub(crate) ctx: u16,
+    pub(crate) tag: i32,
+    pub(crate) members: Vec<u32>,
+    pub(crate) me: usize,
+    pub(crate) leader: usize,
+}
+
+/// How the two leaders reach each other: the remote leader is rank
+/// `remote_leader` on context `ctx`, messages tagged `tag`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Link {
+    pub(crate) ctx: u16,
+    pub(crate) remote_leader: u32,
+    pub(crate) tag: i32,
+}
+
+/// Bytes in front of what a leader passes on: the length of its
+/// agreement message.
+fn frame(agreement: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(4 + agreement.len() + payload.len());
+    m.extend_from_slice(&(agreement.len() as u32).to_le_bytes());
+    m.extend_from_slice(agreement);
+    m.extend_from_slice(payload);
+    m
+}
+
+/// The agreement message and payload of a [`frame`].
+fn unframe(m: &[u8]) -> Result<(&[u8], &[u8])> {
+    let bad = || Error::new(ErrorClass::Intern, "malformed context agreement message");
+    let n = m.get(..4).ok_or_else(bad)?;
+    let n = u32::from_le_bytes([n[0], n[1], n[2], n[3]]) as usize;
+    let a = m.get(4..4 + n).ok_or_else(bad)?;
+    Ok((a, &m[4 + n..]))
+}
+
+/// A blocking agreement on a fresh unit free on every member of two
+/// groups: each side's members send their proposal to their leader, the
+/// leaders trade their side's combined mask and `payload` over `link`
+/// (given to the leader only), and each leader tells its side the outcome
+/// and the other side's payload. Returns the unit and the remote side's
+/// payload.
+pub(crate) fn agree_leaders(
+    rt: &Arc<Runtime>,
+    key: Key,
+    side: &Side,
+    link: Option<Link>,
+    payload: &[u8],
+) -> Result<(usize, Vec<u8>)> {
+    let max = MAX_MSG + 64 + 4 * rt.size as usize + payload.len();
+    let lead = side.members[side.leader];
+    let others: Vec<u32> = side
+        .members
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != side.leader)
+        .map(|(_, &r)| r)
+        .collect();
+    rt.ctx_ids().register(key);
+    let r = loop {
+        let offer = rt.ctx_ids().offer(key);
+        let held = offer.is_some();
+        let mine = encode(offer.as_deref(), [0, 0]);
+        // The outcome as the leader tells it: code, unit, remote payload.
+        let told: Result<Vec<u8>> = if side.me != side.leader {
+            let up = Exchange::start(rt, side.ctx, side.tag, vec![(lead, mine)], &[], 0);
+            let down = Exchange::start(rt, side.ctx, side.tag, vec![], &[lead], max);
+            finish_all(up)
+                .and(finish_all(down))
+                .map(|mut m| m.remove(0))
+        } else {
+            (|| {
+                let link = link.ok_or_else(|| {
+                    Error::new(
+                        ErrorClass::Intern,
+                        "the leader has no link to the other side",
+                    )
+                })?;
+                let mut msgs = finish_all(Exchange::start(
+                    rt,
+                    side.ctx,
+                    side.tag,
+                    vec![],
+                    &others,
+                    MAX_MSG,
+                ))?;
+                msgs.push(mine);
+                let (all, and) = and_masks(msgs.iter().map(Vec::as_slice));
+                let ours = frame(&encode_and(all, &and, [0, 0]), payload);
+                let x = Exchange::start(
+                    rt,
+                    link.ctx,
+                    link.tag,
+                    vec![(link.remote_leader, ours.clone())],
+                    &[link.remote_leader],
+                    max,
+                );
+                let theirs = finish_all(x)?.remove(0);
+                let (a1, _) = unframe(&ours)?;
+                let (a2, remote_payload) = unframe(&theirs)?;
+                let (all, and) = and_masks([a1, a2]);
+                let (code, unit) = match outcome_of(all, &and) {
+                    Outcome::Unit(u) => (0u8, u as u32),
+                    Outcome::Retry => (1, 0),
+                    Outcome::Exhausted => (2, 0),
+                };
+                let mut down = vec![code];
+                down.extend_from_slice(&unit.to_le_bytes());
+                down.extend_from_slice(remote_payload);
+                let to = others.iter().map(|&p| (p, down.clone())).collect();
+                finish_all(Exchange::start(rt, side.ctx, side.tag, to, &[], 0))?;
+                Ok(down)
+            })()
+        };
+        let told = match told {
+            Ok(t) if t.len() >= 5 => t,
+            Ok(_) => {
+                rt.ctx_ids().end_round(held, None);
+                break Err(Error::new(
+                    ErrorClass::Intern,
+                    "malformed context agreement outcome",
+                ));
+            }
+            Err(e) => {
+                rt.ctx_ids().end_round(held, None);
+                break Err(e);
+            }
+        };
+        let unit = u32::from_le_bytes([told[1], told[2], told[3], told[4]]) as usize;
+        match told[0] {
+            0 => {
+                rt.ctx_ids().end_round(held, Some(unit));
+                break Ok((unit, told[5..].to_vec()));
+            }
+            1 => {
+                rt.ctx_ids().end_round(held, None);
+                rt.retry_pause();
+            }
+            _ => {
+                rt.ctx_ids().end_round(held, None);
+                break Err(exhausted(rt));
+            }
+        }
+    };
+    rt.ctx_ids().unregister(key);
+    r
+}
+
+/// A non-blocking agreement among all ranks `0..n` of a communicator's
+/// internal context (`MPI_Comm_idup`): each round's messages are posted at
+/// once, and [`NbAgree::poll`] (from a test or wait of its request, or
+/// from any blocking agreement of this process that waits for the mask)
+/// finishes the round and starts the next if it must. It never blocks.
+#[derive(Debug)]
+pub(crate) struct NbAgree {
+    rt: Arc<Runtime>,
+    key: Key,
+    ctx: u16,
+    tag: i32,
+    me: u32,
+    others: Vec<u32>,
+    /// The round in flight: its exchange, this process's message, and
+    /// whether it holds the mask.
+    round: Option<(Exchange, Vec<u8>, bool)>,
+    /// The agreed unit, or the error.
+    pub(crate) result: Option<Result<usize>>,
+}
+
+impl NbAgree {
+    /// Starts an agreement among ranks `0..n` of context `ctx` (this
+    /// process is `me`), messages tagged `tag`, priority `key`.
+    pub(crate) fn start(
+        rt: &Arc<Runtime>,
+        key: Key,
+        ctx: u16,
+        tag: i32,
+        n: u32,
+        me: u32,
+    ) -> NbAgree {
+        rt.ctx_ids().register(key);
+        let mut a = NbAgree {
+            rt: Arc::clone(rt),
+            key,
+            ctx,
+            tag,
+            me,
+            others: (0..n).filter(|&r| r != me).collect(),
+            round: None,
+            result: None,
+        };
+        a.poll();
+        a
+    }
+
+    /// Advances the agreement without blocking; whether it is over.
+    pub(crate) fn poll(&mut self) -> bool {
+        loop {
+            if self.result.is_some() {
+                return true;
+            }
+            let Some((x, mine, held)) = self.round.as_mut() else {
+                let offer = self.rt.ctx_ids().offer(self.key);
+                let held = offer.is_some();
+                let mine = encode(offer.as_deref(), [0, 0]);
+                let to = self.others.iter().map(|&p| (p, mine.clone())).collect();
+                let x = Exchange::start(&self.rt, self.ctx, self.tag, to, &self.others, MAX_MSG);
+                self.round = Some((x, mine, held));
+                continue;
+            };
+            if !x.test() {
+                return false;
+            }
+            let held = *held;
+            let got = x
+                .received()
+                .map(|m| m.into_iter().map(<[u8]>::to_vec).collect::<Vec<_>>());
+            let mine = std::mem::take(mine);
+            self.round = None;
+            let out = match got {
+                Ok(mut msgs) => {
+                    msgs.insert(self.me as usize, mine);
+                    let (all, and) = and_masks(msgs.iter().map(Vec::as_slice));
+                    outcome_of(all, &and)
+                }
+                Err(e) => {
+                    self.rt.ctx_ids().end_round(held, None);
+                    self.finish(Err(e));
+                    return true;
+                }
+            };
+            self.rt.ctx_ids().end_round(held, unit_of(out));
+            match out {
+                Outcome::Unit(u) => self.finish(Ok(u)),
+                Outcome::Exhausted => {
+                    let e = exhausted(&self.rt);
+                    self.finish(Err(e));
+                }
+                // Next round at once (its messages go out now; whether
+                // it succeeds is seen by a later poll).
+                Outcome::Retry => {}
+            }
+        }
+    }
+
+    fn finish(&mut self, r: Result<usize>) {
+        self.rt.ctx_ids().unregister(self.key);
+        self.result = Some(r);
+    }
+}
+
+impl Drop for NbAgree {
+    fn drop(&mut self) {
+        // The other members wait for this one's messages: finish.
+        while !self.poll() {
+            self.rt.retry_pause();
+        }
+    }
+}
+
+/// Point-to-point messages posted together on one context and tag: a
+/// send of its own bytes to each of some ranks, a receive of at most
+/// [`MAX_MSG`] bytes from each of others. The buffers live here (on the
+/// heap, so the struct may move) until every request completed; dropping
+/// it waits for those still pending.
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    sends: Vec<Box<[u8]>>,
+    recvs: Vec<Box<[u8]>>,
+    /// Received lengths (set as receives complete).
+    lens: Vec<usize>,
+    /// Pending requests: (index into `recvs`, or `None` for a send).
+    reqs: Vec<(Option<usize>, ReqId)>,
+    err: Option<Error>,
+    rt: Arc<Runtime>,
+}
+
+impl Exchange {
+    /// Posts the receives (of at most `max` bytes) from `from` and the
+    /// sends `to` (rank, bytes) on context `ctx` with tag `tag`.
+    pub(crate) fn start(
+        rt: &Arc<Runtime>,
+        ctx: u16,
+        tag: i32,
+        to: Vec<(u32, Vec<u8>)>,
+        from: &[u32],
+        max: usize,
+    ) -> Exchange {
+        let mut x = Exchange {
+            sends: Vec::with_capacity(to.len()),
+            recvs: from.iter().map(|_| vec![0u8; max].into()).collect(),
+            lens: vec![0; from.len()],
+            reqs: Vec::with_capacity(to.len() + from.len()),
+            err: None,
+            rt: Arc::clone(rt),
+        };
+        rt.pml.with(|o| {
+            for (i, (&peer, buf)) in from.iter().zip(x.recvs.iter_mut()).enumerate() {
+                match o.irecv(
+                    Buffer::Contig(buffer::bytes_mut(buf)),
+                    Source::Rank(peer),
+                    Tag::Value(tag),
+                    ctx,
+                ) {
+                    Ok(id) => x.reqs.push((Some(i), id)),
+                    Err(e) => {
+                        x.err.get_or_insert(e.into());
+                    }
+                }
+            }
+            for (peer, bytes) in to {
+                let b: Box<[u8]> = bytes.into();
+                match o.isend(
+                    Buffer::Contig(buffer::bytes(&b)),
+                    peer,
+                    tag,
+                    ctx,
+                    SendMode::Standard,
+                ) {
+                    Ok(id) => x.reqs.push((None, id)),
+                    Err(e) => {
+                        x.err.get_or_insert(e.into());
+                    }
+                }
+                x.sends.push(b);
+            }
+        });
+        x
+    }
+
+    fn finish(&mut self, i: Option<usize>, st: Result<crate::Status>) {
+        match st {
+            Ok(s) => {
+                if let Some(i) = i {
+                    self.lens[i] = s.bytes();
+                }
+            }
+            Err(e) => {
+                self.err.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Whether every request completed (one progress pass, then a test of
+    /// each).
+    pub(crate) fn test(&mut self) -> bool {
+        if self.reqs.is_empty() {
+            return true;
+        }
+        let rt = Arc::clone(&self.rt);
+        rt.pml.progress();
+        let mut k = 0;
+        while k < self.reqs.len() {
+            let (i, id) = self.reqs[k];
+            match rt.pml.with(|o| o.test(id)) {
+                Ok(None) => k += 1,
+                done => {
+                    self.reqs.swap_remove(k);
+                    self.finish(i, status_result(done.map(|s| s.expect("complete"))));
+                }
+            }
+        }
+        self.reqs.is_empty()
+    }
+
+    /// Waits for every request.
+    pub(crate) fn wait(&mut self) {
+        while let Some((i, id)) = self.reqs.pop() {
+            let st = status_result(self.rt.pml.wait(id));
+            self.finish(i, st);
+        }
+    }
+
+    /// The received messages, in the order of `from` (after completion),
+    /// or the first error.
+    pub(crate) fn received(&self) -> Result<Vec<&[u8]>> {
+        if let Some(e) = &self.err {
+            return Err(e.clone());
+        }
+        Ok(self
+            .recvs
+            .iter()
+            .zip(&self.lens)
+            .map(|(b, &n)| &b[..n])
+            .collect())
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        // Pending requests complete before their buffers go.
+        self.wait();
+    }
+}
