@@ -90,12 +90,13 @@ fn init(required: c_int) -> Result<c_int, Error> {
     let obj = |c: oxmpi::Communicator<'static, Threading::Multiple>,
                name: &str|
      -> Result<Arc<CommObj>, Error> {
-        let coll = c.dup()?;
+        let coll = c.shadow()?;
         Ok(Arc::new(CommObj {
             comm: c,
             coll,
             errh: Mutex::new(ERRORS_ARE_FATAL),
             name: Mutex::new(name.to_string()),
+            topo: None,
         }))
     };
     if provided == THREAD_SINGLE || provided == THREAD_FUNNELED {

@@ -22,6 +22,7 @@ pub mod dtype;
 pub mod env;
 pub mod p2p;
 pub mod state;
+pub mod topo;
 pub mod types;
 #[cfg(target_arch = "x86_64")]
 pub mod x87;

@@ -291,7 +291,14 @@ pub struct Greq {
     extra: usize,
     complete: std::sync::atomic::AtomicBool,
     freed: std::sync::atomic::AtomicBool,
+    /// For an operation of the library's own behind a generalized request
+    /// (`MPI_Comm_idup`): advances it without blocking, and says whether
+    /// it is complete (it is polled wherever completion is looked at).
+    poll: Option<Poll>,
 }
+
+/// See [`Greq::poll`].
+pub type Poll = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// `MPI_Grequest_query_function`.
 pub type QueryFn = Option<unsafe extern "C" fn(*mut c_void, *mut CStatus) -> c_int>;
@@ -301,6 +308,31 @@ pub type FreeFn = Option<unsafe extern "C" fn(*mut c_void) -> c_int>;
 pub type CancelFn = Option<unsafe extern "C" fn(*mut c_void, c_int) -> c_int>;
 
 impl Greq {
+    /// A request of the library's own, completed when `poll` says so (no
+    /// callbacks; its status is the empty status).
+    pub fn polled(poll: Poll) -> Greq {
+        Greq {
+            query: None,
+            free: None,
+            cancel: None,
+            extra: 0,
+            complete: Default::default(),
+            freed: Default::default(),
+            poll: Some(poll),
+        }
+    }
+
+    /// Whether the request is complete (a polled one is advanced first).
+    fn is_complete(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if let (false, Some(p)) = (self.complete.load(Ordering::Acquire), &self.poll) {
+            if p() {
+                self.complete.store(true, Ordering::Release);
+            }
+        }
+        self.complete.load(Ordering::Acquire)
+    }
+
     /// Marks the request freed (`freeing`: `MPI_Request_free`) or complete
     /// (`MPI_Grequest_complete`), deciding under the request table's lock
     /// `t`: when it was already the other, takes handle `h` out of the
@@ -395,11 +427,10 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
         }
         ReqObj::Done(st, err) => Ok(((st, err.map(|e| *e)), None)),
         ReqObj::Greq(g) => {
-            use std::sync::atomic::Ordering;
-            while block && !g.complete.load(Ordering::Acquire) {
+            while block && !g.is_complete() {
                 std::thread::yield_now();
             }
-            if !g.complete.load(Ordering::Acquire) {
+            if !g.is_complete() {
                 return Err(ReqObj::Greq(g));
             }
             let mut st = CStatus::empty();
@@ -1722,7 +1753,7 @@ entry! {
                 Some(ReqObj::Op(r, _)) => r.completed(),
                 Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
                 Some(ReqObj::Persistent(p, _)) => !p.is_active() || p.is_complete(),
-                Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+                Some(ReqObj::Greq(g)) => g.is_complete(),
                 Some(ReqObj::Done(..)) | None => true,
             }
         });
@@ -1755,7 +1786,7 @@ entry! {
             Some(ReqObj::Op(r, _)) => r.is_complete(),
             Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
             Some(ReqObj::Persistent(p, _)) => p.is_complete(),
-            Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+            Some(ReqObj::Greq(g)) => g.is_complete(),
             Some(ReqObj::Done(..)) => true,
             None => return Err(Error::new(ErrorClass::Request, format!("invalid request handle {req:#x}"))),
         };
@@ -1954,6 +1985,7 @@ entry! {
             extra: extra as usize,
             complete: Default::default(),
             freed: Default::default(),
+            poll: None,
         };
         let h = store(ReqObj::Greq(std::sync::Arc::new(g)))?;
         // SAFETY: the caller's out-parameter.
