@@ -54,25 +54,73 @@ pub(crate) const RESERVED_UNITS: usize = 2;
 /// (`MPI_Comm_create_from_group`, `MPI_Intercomm_create_from_groups`).
 pub(crate) const GROUP_CTX: u16 = 4;
 
-/// Bytes of an agreement message before the mask: whether the sender
-/// offered its mask, and two `i32` of the caller's (a split's color and
-/// key).
-const HEAD: usize = 9;
+/// Bytes of an agreement message before the mask: flags (offered,
+/// restricted), two `i32` of the caller's (a split's color and key), and
+/// the mask's tail word (what every word past the ones sent is).
+const HEAD: usize = 17;
 /// The longest agreement message.
 pub(crate) const MAX_MSG: usize = HEAD + WORDS * 8;
+/// Flag: the sender offered units.
+const OFFERED: u8 = 1;
+/// Flag: the sender left out free units (reserved by its non-blocking
+/// agreements, or of another class): an empty intersection is then no
+/// proof that none is free everywhere.
+const RESTRICTED: u8 = 2;
+/// Flag: free units the sender would have offered were reserved by its
+/// other non-blocking agreements.
+const REDUCED: u8 = 4;
+/// Classes of units a non-blocking agreement offers from (one per round).
+const CLASSES: usize = 8;
 
 /// A priority key: the parent's context, then a number that tells
 /// concurrent agreements on the same parent apart.
 pub(crate) type Key = (u16, u32);
 
-/// This process's free units and who may offer them.
+/// What one round of an agreement offers (see [`CtxIds::offer`] and
+/// [`CtxIds::offer_nb`]); [`CtxIds::end_round`] takes it back.
+#[derive(Debug)]
+pub(crate) struct Offer {
+    /// The units offered (all [`WORDS`] words), if any.
+    mask: Option<Vec<u64>>,
+    /// Whether free units were left out.
+    restricted: bool,
+    /// Whether units were left out because others reserved them.
+    reduced: bool,
+    /// A blocking agreement's offer (it holds the lock), or a non-blocking
+    /// one's (its units are reserved).
+    blocking: bool,
+}
+
+impl Offer {
+    /// The round's message, with `extra`.
+    pub(crate) fn encode(&self, extra: [i32; 2]) -> Vec<u8> {
+        let flags = match &self.mask {
+            None => 0,
+            Some(_) if self.restricted => OFFERED | RESTRICTED,
+            Some(_) => OFFERED,
+        } | if self.reduced { REDUCED } else { 0 };
+        encode_words(flags, self.mask.as_deref().unwrap_or(&[]), extra)
+    }
+}
+
+/// This process's free units, and who may offer them. Blocking
+/// agreements take turns holding the whole mask (`offered`; the one of
+/// lowest key among those waiting goes first); a non-blocking agreement
+/// never holds it, and offers instead, in each round, the free units of
+/// one class (unit number modulo [`CLASSES`], chosen from its key and
+/// round, so the same on every member), which it reserves until the round
+/// ends: a blocking agreement offers no reserved unit. A non-blocking
+/// agreement thus never makes a blocking one wait for it, whatever order
+/// the processes call them in.
 #[derive(Debug)]
 pub(crate) struct CtxIds {
     /// Bit `u % 64` of word `u / 64`: unit `u` is free.
     free: Vec<u64>,
-    /// The mask is offered by an agreement in flight.
+    /// Units reserved by non-blocking agreements' rounds in flight.
+    reserved: Vec<u64>,
+    /// A blocking agreement holds the mask.
     offered: bool,
-    /// Agreements in flight (each one's key, once per agreement).
+    /// Blocking agreements in flight (each one's key, once per agreement).
     waiting: Vec<Key>,
 }
 
@@ -84,54 +132,127 @@ impl Default for CtxIds {
         }
         CtxIds {
             free,
+            reserved: vec![0; WORDS],
             offered: false,
             waiting: Vec::new(),
         }
     }
 }
 
+/// The bits of the units of class `c` in a mask word.
+fn class_word(c: usize) -> u64 {
+    let mut w = 0u64;
+    let mut b = c % CLASSES;
+    while b < 64 {
+        w |= 1 << b;
+        b += CLASSES;
+    }
+    w
+}
+
 impl CtxIds {
-    /// An agreement with priority `key` starts.
+    /// A blocking agreement with priority `key` starts.
     pub(crate) fn register(&mut self, key: Key) {
         self.waiting.push(key);
     }
 
-    /// The agreement with priority `key` ends (it must not hold the mask).
+    /// The blocking agreement with priority `key` ends.
     pub(crate) fn unregister(&mut self, key: Key) {
         if let Some(i) = self.waiting.iter().position(|&k| k == key) {
             self.waiting.swap_remove(i);
         }
     }
 
-    /// The mask, up to its last word with a unit in use, if the agreement
-    /// of `key` may offer it now (nobody else offers it, and no waiting
-    /// agreement has a lower key); it then holds the mask until
-    /// [`CtxIds::end_round`].
-    pub(crate) fn offer(&mut self, key: Key) -> Option<Vec<u64>> {
+    /// A blocking agreement's offer: the free units not reserved, if the
+    /// agreement of `key` may hold the mask now (no other blocking one
+    /// holds it, and none waiting has a lower key); it then holds it until
+    /// [`CtxIds::end_round`]. Otherwise nothing (the round fails and every
+    /// member tries again).
+    pub(crate) fn offer(&mut self, key: Key) -> Offer {
         let lowest = self.waiting.iter().min().copied();
         if self.offered || lowest.is_some_and(|l| l < key) {
-            return None;
+            return Offer {
+                mask: None,
+                restricted: false,
+                reduced: false,
+                blocking: true,
+            };
         }
         self.offered = true;
-        let used = self.free.iter().rposition(|&w| w != u64::MAX);
-        Some(self.free[..used.map_or(0, |i| i + 1)].to_vec())
+        let mask: Vec<u64> = self
+            .free
+            .iter()
+            .zip(&self.reserved)
+            .map(|(f, r)| f & !r)
+            .collect();
+        let reduced = self.reserved.iter().any(|&r| r != 0);
+        Offer {
+            mask: Some(mask),
+            restricted: reduced,
+            reduced,
+            blocking: true,
+        }
     }
 
-    /// A round of the agreement that held the mask (`held`) ended, having
-    /// agreed on `unit` if `Some` (taken out of the free units).
-    pub(crate) fn end_round(&mut self, held: bool, unit: Option<usize>) {
-        if held {
+    /// A non-blocking agreement's offer for a round of class `class`: the
+    /// free units of that class not reserved, now reserved (nothing while
+    /// a blocking agreement holds the mask: the round fails and is tried
+    /// again).
+    pub(crate) fn offer_nb(&mut self, class: usize) -> Offer {
+        if self.offered {
+            return Offer {
+                mask: None,
+                restricted: true,
+                reduced: true,
+                blocking: false,
+            };
+        }
+        let cw = class_word(class);
+        let reduced = self
+            .free
+            .iter()
+            .zip(&self.reserved)
+            .any(|(f, r)| f & r & cw != 0);
+        let mask: Vec<u64> = self
+            .free
+            .iter()
+            .zip(&self.reserved)
+            .map(|(f, r)| f & !r & cw)
+            .collect();
+        for (r, m) in self.reserved.iter_mut().zip(&mask) {
+            *r |= m;
+        }
+        Offer {
+            mask: Some(mask),
+            restricted: true,
+            reduced,
+            blocking: false,
+        }
+    }
+
+    /// The round of `offer` ended, having agreed on `unit` if `Some`
+    /// (taken out of the free units): the mask or the reserved units are
+    /// given back.
+    pub(crate) fn end_round(&mut self, offer: &Offer, unit: Option<usize>) {
+        let Some(mask) = &offer.mask else {
+            return;
+        };
+        if offer.blocking {
             self.offered = false;
-            if let Some(u) = unit {
-                debug_assert!(self.is_free(u), "unit {u} was offered free");
-                self.free[u / 64] &= !(1 << (u % 64));
+        } else {
+            for (r, m) in self.reserved.iter_mut().zip(mask) {
+                *r &= !m;
             }
+        }
+        if let Some(u) = unit {
+            debug_assert!(self.is_free(u), "unit {u} was offered free");
+            self.free[u / 64] &= !(1 << (u % 64));
         }
     }
 
     /// Unit `u` is free again.
     pub(crate) fn release(&mut self, u: usize) {
-        if u >= RESERVED_UNITS && u < UNITS {
+        if (RESERVED_UNITS..UNITS).contains(&u) {
             self.free[u / 64] |= 1 << (u % 64);
         }
     }
@@ -147,13 +268,18 @@ impl CtxIds {
     }
 }
 
-/// An agreement message: `mask` (`None`: not offered) and `extra`.
-pub(crate) fn encode(mask: Option<&[u64]>, extra: [i32; 2]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(HEAD + mask.map_or(0, |w| w.len() * 8));
-    m.push(u8::from(mask.is_some()));
+/// An agreement message: `flags`, `extra`, and the mask `words` (all of
+/// them, or none), sent as its tail word and the words before the run of
+/// equal words that ends it.
+fn encode_words(flags: u8, words: &[u64], extra: [i32; 2]) -> Vec<u8> {
+    let tail = words.last().copied().unwrap_or(0);
+    let n = words.iter().rposition(|&w| w != tail).map_or(0, |i| i + 1);
+    let mut m = Vec::with_capacity(HEAD + n * 8);
+    m.push(flags);
     m.extend_from_slice(&extra[0].to_le_bytes());
     m.extend_from_slice(&extra[1].to_le_bytes());
-    for w in mask.unwrap_or(&[]) {
+    m.extend_from_slice(&tail.to_le_bytes());
+    for w in &words[..n] {
         m.extend_from_slice(&w.to_le_bytes());
     }
     m
@@ -174,52 +300,83 @@ pub(crate) fn extra_of(msg: &[u8]) -> [i32; 2] {
 pub(crate) enum Outcome {
     /// The lowest unit free on every member.
     Unit(usize),
-    /// Someone did not offer its mask: try again.
+    /// Someone did not offer, or left units out and none was common: try
+    /// again.
     Retry,
-    /// Every member offered, and no unit is free on all of them.
+    /// Every member offered all its free units, and none is free on all
+    /// of them.
     Exhausted,
 }
 
-/// The AND of the masks of agreement messages (a missing word is all
-/// free), with whether every message offered one.
-pub(crate) fn and_masks<'a>(msgs: impl IntoIterator<Item = &'a [u8]>) -> (bool, Vec<u64>) {
-    let mut all = true;
-    let mut and = vec![u64::MAX; WORDS];
-    for m in msgs {
-        all &= m.first() == Some(&1);
-        let words = m.get(HEAD..).unwrap_or(&[]);
-        for (i, w) in words.chunks_exact(8).take(WORDS).enumerate() {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(w);
-            and[i] &= u64::from_le_bytes(b);
-        }
-    }
-    (all, and)
+/// The combination of agreement messages: whether all offered, whether
+/// any left units out, and the AND of their masks.
+#[derive(Clone, Debug)]
+pub(crate) struct Combined {
+    all_offered: bool,
+    restricted: bool,
+    reduced: bool,
+    and: Vec<u64>,
 }
 
-/// The outcome of combined masks ([`and_masks`]).
-pub(crate) fn outcome_of(all_offered: bool, and: &[u64]) -> Outcome {
-    if !all_offered {
+/// Combines agreement messages (a malformed one counts as no offer).
+pub(crate) fn and_masks<'a>(msgs: impl IntoIterator<Item = &'a [u8]>) -> Combined {
+    let mut c = Combined {
+        all_offered: true,
+        restricted: false,
+        reduced: false,
+        and: vec![u64::MAX; WORDS],
+    };
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(b);
+        u64::from_le_bytes(w)
+    };
+    for m in msgs {
+        let flags = m.first().copied().unwrap_or(0);
+        c.reduced |= flags & REDUCED != 0;
+        if flags & OFFERED == 0 || m.len() < HEAD || (m.len() - HEAD) % 8 != 0 {
+            c.all_offered = false;
+            continue;
+        }
+        c.restricted |= flags & RESTRICTED != 0;
+        let tail = word(&m[9..17]);
+        let words = &m[HEAD..];
+        for (i, a) in c.and.iter_mut().enumerate() {
+            *a &= words.get(i * 8..i * 8 + 8).map_or(tail, word);
+        }
+    }
+    c
+}
+
+/// The outcome of combined messages ([`and_masks`]).
+pub(crate) fn outcome_of(c: &Combined) -> Outcome {
+    if !c.all_offered {
         return Outcome::Retry;
     }
-    for (i, &w) in and.iter().enumerate() {
+    for (i, &w) in c.and.iter().enumerate() {
         if w != 0 {
             let u = i * 64 + w.trailing_zeros() as usize;
-            if u >= RESERVED_UNITS && u < UNITS {
+            if (RESERVED_UNITS..UNITS).contains(&u) {
                 return Outcome::Unit(u);
             }
         }
     }
-    Outcome::Exhausted
+    if c.restricted {
+        Outcome::Retry
+    } else {
+        Outcome::Exhausted
+    }
 }
 
-/// The combined mask as an agreement message of its own (what a leader
-/// passes on for its group: offered only if all of them offered).
-pub(crate) fn encode_and(all_offered: bool, and: &[u64], extra: [i32; 2]) -> Vec<u8> {
-    let used = and.iter().rposition(|&w| w != u64::MAX);
-    let mut m = encode(Some(&and[..used.map_or(0, |i| i + 1)]), extra);
-    m[0] = u8::from(all_offered);
-    m
+/// Combined messages as an agreement message of their own (what a leader
+/// passes on for its group).
+pub(crate) fn encode_and(c: &Combined, extra: [i32; 2]) -> Vec<u8> {
+    let flags = match (c.all_offered, c.restricted) {
+        (false, _) => 0,
+        (true, true) => OFFERED | RESTRICTED,
+        (true, false) => OFFERED,
+    } | if c.reduced { REDUCED } else { 0 };
+    encode_words(flags, if c.all_offered { &c.and } else { &[] }, extra)
 }
 
 /// The error of an [`Outcome::Exhausted`] agreement.
@@ -234,9 +391,19 @@ pub(crate) fn exhausted(rt: &Runtime) -> Error {
     )
 }
 
-/// Runs `x` to completion; its messages (or its error).
-fn finish_all(mut x: Exchange) -> Result<Vec<Vec<u8>>> {
-    x.wait();
+/// Runs `x` to completion, advancing this process's non-blocking
+/// agreements meanwhile (the other members may wait in one of them for
+/// this process before they join `x`); its messages (or its error).
+fn finish_all(rt: &Runtime, mut x: Exchange) -> Result<Vec<Vec<u8>>> {
+    let mut polls = 0u32;
+    while !x.test() {
+        polls += 1;
+        if polls % 64 == 0 {
+            rt.retry_pause();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
     Ok(x.received()?.into_iter().map(<[u8]>::to_vec).collect())
 }
 
@@ -263,21 +430,19 @@ pub(crate) fn agree_among(
     rt.ctx_ids().register(key);
     let r = loop {
         let offer = rt.ctx_ids().offer(key);
-        let held = offer.is_some();
-        let mine = encode(offer.as_deref(), extra);
+        let mine = offer.encode(extra);
         let to = others.iter().map(|&p| (p, mine.clone())).collect();
-        let got = finish_all(Exchange::start(rt, ctx, tag, to, &others, MAX_MSG));
+        let got = finish_all(rt, Exchange::start(rt, ctx, tag, to, &others, MAX_MSG));
         let mut msgs = match got {
             Ok(m) => m,
             Err(e) => {
-                rt.ctx_ids().end_round(held, None);
+                rt.ctx_ids().end_round(&offer, None);
                 break Err(e);
             }
         };
         msgs.insert(me, mine);
-        let (all, and) = and_masks(msgs.iter().map(Vec::as_slice));
-        let out = outcome_of(all, &and);
-        rt.ctx_ids().end_round(held, unit_of(out));
+        let out = outcome_of(&and_masks(msgs.iter().map(Vec::as_slice)));
+        rt.ctx_ids().end_round(&offer, unit_of(out));
         match out {
             Outcome::Unit(u) => break Ok((u, msgs.iter().map(|m| extra_of(m)).collect())),
             Outcome::Exhausted => break Err(exhausted(rt)),
@@ -360,14 +525,13 @@ pub(crate) fn agree_leaders(
     rt.ctx_ids().register(key);
     let r = loop {
         let offer = rt.ctx_ids().offer(key);
-        let held = offer.is_some();
-        let mine = encode(offer.as_deref(), [0, 0]);
+        let mine = offer.encode([0, 0]);
         // The outcome as the leader tells it: code, unit, remote payload.
         let told: Result<Vec<u8>> = if side.me != side.leader {
             let up = Exchange::start(rt, side.ctx, side.tag, vec![(lead, mine)], &[], 0);
             let down = Exchange::start(rt, side.ctx, side.tag, vec![], &[lead], max);
-            finish_all(up)
-                .and(finish_all(down))
+            finish_all(rt, up)
+                .and(finish_all(rt, down))
                 .map(|mut m| m.remove(0))
         } else {
             (|| {
@@ -377,17 +541,15 @@ pub(crate) fn agree_leaders(
                         "the leader has no link to the other side",
                     )
                 })?;
-                let mut msgs = finish_all(Exchange::start(
+                let mut msgs = finish_all(
                     rt,
-                    side.ctx,
-                    side.tag,
-                    vec![],
-                    &others,
-                    MAX_MSG,
-                ))?;
+                    Exchange::start(rt, side.ctx, side.tag, vec![], &others, MAX_MSG),
+                )?;
                 msgs.push(mine);
-                let (all, and) = and_masks(msgs.iter().map(Vec::as_slice));
-                let ours = frame(&encode_and(all, &and, [0, 0]), payload);
+                let ours = frame(
+                    &encode_and(&and_masks(msgs.iter().map(Vec::as_slice)), [0, 0]),
+                    payload,
+                );
                 let x = Exchange::start(
                     rt,
                     link.ctx,
@@ -396,11 +558,10 @@ pub(crate) fn agree_leaders(
                     &[link.remote_leader],
                     max,
                 );
-                let theirs = finish_all(x)?.remove(0);
+                let theirs = finish_all(rt, x)?.remove(0);
                 let (a1, _) = unframe(&ours)?;
                 let (a2, remote_payload) = unframe(&theirs)?;
-                let (all, and) = and_masks([a1, a2]);
-                let (code, unit) = match outcome_of(all, &and) {
+                let (code, unit) = match outcome_of(&and_masks([a1, a2])) {
                     Outcome::Unit(u) => (0u8, u as u32),
                     Outcome::Retry => (1, 0),
                     Outcome::Exhausted => (2, 0),
@@ -409,36 +570,36 @@ pub(crate) fn agree_leaders(
                 down.extend_from_slice(&unit.to_le_bytes());
                 down.extend_from_slice(remote_payload);
                 let to = others.iter().map(|&p| (p, down.clone())).collect();
-                finish_all(Exchange::start(rt, side.ctx, side.tag, to, &[], 0))?;
+                finish_all(rt, Exchange::start(rt, side.ctx, side.tag, to, &[], 0))?;
                 Ok(down)
             })()
         };
         let told = match told {
             Ok(t) if t.len() >= 5 => t,
             Ok(_) => {
-                rt.ctx_ids().end_round(held, None);
+                rt.ctx_ids().end_round(&offer, None);
                 break Err(Error::new(
                     ErrorClass::Intern,
                     "malformed context agreement outcome",
                 ));
             }
             Err(e) => {
-                rt.ctx_ids().end_round(held, None);
+                rt.ctx_ids().end_round(&offer, None);
                 break Err(e);
             }
         };
         let unit = u32::from_le_bytes([told[1], told[2], told[3], told[4]]) as usize;
         match told[0] {
             0 => {
-                rt.ctx_ids().end_round(held, Some(unit));
+                rt.ctx_ids().end_round(&offer, Some(unit));
                 break Ok((unit, told[5..].to_vec()));
             }
             1 => {
-                rt.ctx_ids().end_round(held, None);
+                rt.ctx_ids().end_round(&offer, None);
                 rt.retry_pause();
             }
             _ => {
-                rt.ctx_ids().end_round(held, None);
+                rt.ctx_ids().end_round(&offer, None);
                 break Err(exhausted(rt));
             }
         }
@@ -450,26 +611,34 @@ pub(crate) fn agree_leaders(
 /// A non-blocking agreement among all ranks `0..n` of a communicator's
 /// internal context (`MPI_Comm_idup`): each round's messages are posted at
 /// once, and [`NbAgree::poll`] (from a test or wait of its request, or
-/// from any blocking agreement of this process that waits for the mask)
-/// finishes the round and starts the next if it must. It never blocks.
+/// while this process waits in a blocking agreement) finishes the round
+/// and starts the next if it must. It never blocks, and never holds the
+/// mask: each round offers (and reserves) the free units of one class
+/// ([`CtxIds::offer_nb`]), the class moving on from round to round.
 #[derive(Debug)]
 pub(crate) struct NbAgree {
     rt: Arc<Runtime>,
-    key: Key,
     ctx: u16,
     tag: i32,
     me: u32,
     others: Vec<u32>,
-    /// The round in flight: its exchange, this process's message, and
-    /// whether it holds the mask.
-    round: Option<(Exchange, Vec<u8>, bool)>,
+    /// The class of the first round (from the key: the same on every
+    /// member, different for concurrent agreements on one parent).
+    class0: usize,
+    /// Rounds done.
+    rounds: usize,
+    /// Rounds in a row in which everyone offered and nothing was common.
+    empty: usize,
+    /// The round in flight: its exchange, this process's message, and its
+    /// offer.
+    round: Option<(Exchange, Vec<u8>, Offer)>,
     /// The agreed unit, or the error.
     pub(crate) result: Option<Result<usize>>,
 }
 
 impl NbAgree {
     /// Starts an agreement among ranks `0..n` of context `ctx` (this
-    /// process is `me`), messages tagged `tag`, priority `key`.
+    /// process is `me`), messages tagged `tag`, for the creation `key`.
     pub(crate) fn start(
         rt: &Arc<Runtime>,
         key: Key,
@@ -478,14 +647,15 @@ impl NbAgree {
         n: u32,
         me: u32,
     ) -> NbAgree {
-        rt.ctx_ids().register(key);
         let mut a = NbAgree {
             rt: Arc::clone(rt),
-            key,
             ctx,
             tag,
             me,
             others: (0..n).filter(|&r| r != me).collect(),
+            class0: (usize::from(key.0) * 7 + key.1 as usize) % CLASSES,
+            rounds: 0,
+            empty: 0,
             round: None,
             result: None,
         };
@@ -499,53 +669,60 @@ impl NbAgree {
             if self.result.is_some() {
                 return true;
             }
-            let Some((x, mine, held)) = self.round.as_mut() else {
-                let offer = self.rt.ctx_ids().offer(self.key);
-                let held = offer.is_some();
-                let mine = encode(offer.as_deref(), [0, 0]);
+            let Some((x, mine, _)) = self.round.as_mut() else {
+                let class = (self.class0 + self.rounds) % CLASSES;
+                let offer = self.rt.ctx_ids().offer_nb(class);
+                let mine = offer.encode([0, 0]);
                 let to = self.others.iter().map(|&p| (p, mine.clone())).collect();
                 let x = Exchange::start(&self.rt, self.ctx, self.tag, to, &self.others, MAX_MSG);
-                self.round = Some((x, mine, held));
+                self.round = Some((x, mine, offer));
                 continue;
             };
             if !x.test() {
                 return false;
             }
-            let held = *held;
             let got = x
                 .received()
                 .map(|m| m.into_iter().map(<[u8]>::to_vec).collect::<Vec<_>>());
             let mine = std::mem::take(mine);
-            self.round = None;
-            let out = match got {
+            let Some((_, _, offer)) = self.round.take() else {
+                return false;
+            };
+            self.rounds += 1;
+            let (out, c) = match got {
                 Ok(mut msgs) => {
                     msgs.insert(self.me as usize, mine);
-                    let (all, and) = and_masks(msgs.iter().map(Vec::as_slice));
-                    outcome_of(all, &and)
+                    let c = and_masks(msgs.iter().map(Vec::as_slice));
+                    (outcome_of(&c), c)
                 }
                 Err(e) => {
-                    self.rt.ctx_ids().end_round(held, None);
-                    self.finish(Err(e));
+                    self.rt.ctx_ids().end_round(&offer, None);
+                    self.result = Some(Err(e));
                     return true;
                 }
             };
-            self.rt.ctx_ids().end_round(held, unit_of(out));
+            self.rt.ctx_ids().end_round(&offer, unit_of(out));
             match out {
-                Outcome::Unit(u) => self.finish(Ok(u)),
-                Outcome::Exhausted => {
-                    let e = exhausted(&self.rt);
-                    self.finish(Err(e));
+                Outcome::Unit(u) => self.result = Some(Ok(u)),
+                Outcome::Exhausted => self.result = Some(Err(exhausted(&self.rt))),
+                Outcome::Retry => {
+                    // Every class tried twice with everyone offering all
+                    // its free units of the class and nothing in common:
+                    // out of ids (the same decision on every member: it
+                    // rests on the same messages).
+                    self.empty = if c.all_offered && !c.reduced {
+                        self.empty + 1
+                    } else {
+                        0
+                    };
+                    if self.empty >= 2 * CLASSES {
+                        self.result = Some(Err(exhausted(&self.rt)));
+                    }
+                    // Otherwise the next round at once (its messages go
+                    // out now; a later poll sees how it ends).
                 }
-                // Next round at once (its messages go out now; whether
-                // it succeeds is seen by a later poll).
-                Outcome::Retry => {}
             }
         }
-    }
-
-    fn finish(&mut self, r: Result<usize>) {
-        self.rt.ctx_ids().unregister(self.key);
-        self.result = Some(r);
     }
 }
 
