@@ -292,20 +292,14 @@ unsafe fn idup(comm: usize, newcomm: *mut usize, request: *mut usize) -> Result<
     let out = newcomm as usize;
     let poll: crate::p2p::Poll = Box::new(move || {
         let mut g = lock(&pending);
-        let Some(p) = g.as_mut() else {
-            return true;
-        };
-        let Some(r) = p.test() else {
-            return false;
-        };
-        let h = r
-            .and_then(|d| register_with(s, errh, topo.clone(), d))
-            .unwrap_or(COMM_NULL);
+        let p = g.as_mut()?;
+        let r = p.test()?;
+        let r = r.and_then(|d| register_with(s, errh, topo.clone(), d));
         // SAFETY: the caller of MPI_Comm_idup keeps `newcomm` valid until
         // the request completes, which is now.
-        unsafe { (out as *mut usize).write(h) };
+        unsafe { (out as *mut usize).write(*r.as_ref().unwrap_or(&COMM_NULL)) };
         *g = None;
-        true
+        Some(r.map(drop))
     });
     let g = crate::p2p::Greq::polled(poll);
     let h = lock(&s.requests).insert(crate::state::ReqObj::Greq(Arc::new(g)));

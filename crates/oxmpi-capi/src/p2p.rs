@@ -295,10 +295,12 @@ pub struct Greq {
     /// (`MPI_Comm_idup`): advances it without blocking, and says whether
     /// it is complete (it is polled wherever completion is looked at).
     poll: Option<Poll>,
+    /// The error a polled request completed with.
+    failed: std::sync::Mutex<Option<Error>>,
 }
 
-/// See [`Greq::poll`].
-pub type Poll = Box<dyn Fn() -> bool + Send + Sync>;
+/// See [`Greq::poll`]: `None` while incomplete, then the outcome.
+pub type Poll = Box<dyn Fn() -> Option<Result<(), Error>> + Send + Sync>;
 
 /// `MPI_Grequest_query_function`.
 pub type QueryFn = Option<unsafe extern "C" fn(*mut c_void, *mut CStatus) -> c_int>;
@@ -319,6 +321,7 @@ impl Greq {
             complete: Default::default(),
             freed: Default::default(),
             poll: Some(poll),
+            failed: std::sync::Mutex::new(None),
         }
     }
 
@@ -326,7 +329,8 @@ impl Greq {
     fn is_complete(&self) -> bool {
         use std::sync::atomic::Ordering;
         if let (false, Some(p)) = (self.complete.load(Ordering::Acquire), &self.poll) {
-            if p() {
+            if let Some(r) = p() {
+                *lock(&self.failed) = r.err();
                 self.complete.store(true, Ordering::Release);
             }
         }
@@ -447,6 +451,9 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
             let rc = g.call_free();
             if err.is_none() {
                 err = callback_error(rc, "free_fn");
+            }
+            if err.is_none() {
+                err = lock(&g.failed).take();
             }
             Ok(((st, err), None))
         }
@@ -1986,6 +1993,7 @@ entry! {
             complete: Default::default(),
             freed: Default::default(),
             poll: None,
+            failed: std::sync::Mutex::new(None),
         };
         let h = store(ReqObj::Greq(std::sync::Arc::new(g)))?;
         // SAFETY: the caller's out-parameter.
