@@ -1753,16 +1753,19 @@ entry! {
         let t = lock(&s.requests);
         // SAFETY: the caller's array of `n` requests.
         unsafe { check_handles(&t, n, reqs) }?;
-        let ready = (0..n).all(|i| {
+        // Every request is looked at (a polled one advances when looked
+        // at: stopping at the first incomplete one could starve the others).
+        let ready = (0..n).fold(true, |all, i| {
             // SAFETY: the caller's array of `n` requests.
             let h = unsafe { *reqs.add(i) };
-            match t.get(h) {
+            let done = match t.get(h) {
                 Some(ReqObj::Op(r, _)) => r.completed(),
                 Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
                 Some(ReqObj::Persistent(p, _)) => !p.is_active() || p.is_complete(),
                 Some(ReqObj::Greq(g)) => g.is_complete(),
                 Some(ReqObj::Done(..)) | None => true,
-            }
+            };
+            done && all
         });
         drop(t);
         // SAFETY: the caller's out-parameter.

@@ -62,33 +62,13 @@ pub enum Topo {
 impl Topo {
     /// The Cartesian coordinates of `rank` in `dims`.
     fn coords(dims: &[c_int], rank: c_int) -> Vec<c_int> {
-        let mut c = vec![0; dims.len()];
-        let mut r = rank;
-        for i in (0..dims.len()).rev() {
-            c[i] = r % dims[i];
-            r /= dims[i];
-        }
-        c
+        oxmpi::topology::coordinates(dims, rank)
     }
 
     /// The rank of Cartesian coordinates `coords` (wrapped in periodic
     /// dimensions), or `MPI_ERR_ARG` outside a non-periodic one.
     fn rank_of(dims: &[c_int], periods: &[bool], coords: &[c_int]) -> Result<c_int, Error> {
-        let mut r: c_int = 0;
-        for (i, (&d, &c)) in dims.iter().zip(coords).enumerate() {
-            let c = if periods[i] {
-                c.rem_euclid(d)
-            } else if (0..d).contains(&c) {
-                c
-            } else {
-                return Err(Error::new(
-                    ErrorClass::Arg,
-                    format!("coordinate {c} of dimension {i} is outside 0..{d} (not periodic)"),
-                ));
-            };
-            r = r * d + c;
-        }
-        Ok(r)
+        oxmpi::topology::rank_at(dims, periods, coords)
     }
 }
 
@@ -275,101 +255,6 @@ fn check_ranks(ranks: &[c_int], n: c_int, what: &str) -> Result<(), Error> {
     }
 }
 
-/// The balanced factorisation of `nnodes` into `k` factors, in
-/// non-increasing order (`MPI_Dims_create`'s "as close to each other as
-/// possible"), chosen as MPICH chooses: the least difference between the
-/// largest and the smallest factor, then the largest smallest factor, then
-/// the lexicographically least (the same result as MPICH 5 for every
-/// `nnodes` up to 1000 over 1 to 6 dimensions).
-fn balanced(nnodes: c_int, k: usize) -> Option<Vec<c_int>> {
-    type Key = (c_int, c_int, Vec<c_int>);
-    fn go(n: c_int, k: usize, max: c_int, cur: &mut Vec<c_int>, best: &mut Option<Key>) {
-        if k == 0 {
-            if n == 1 {
-                let (hi, lo) = (cur[0], cur[cur.len() - 1]);
-                let key = (hi - lo, -lo, cur.clone());
-                if best.as_ref().map_or(true, |b| key < *b) {
-                    *best = Some(key);
-                }
-            }
-            return;
-        }
-        if k == 1 {
-            if n <= max {
-                cur.push(n);
-                go(1, 0, n, cur, best);
-                cur.pop();
-            }
-            return;
-        }
-        let mut f = max.min(n);
-        while f >= 1 {
-            // The remaining k - 1 factors are at most f each.
-            if (f as f64).powi(k as i32) < n as f64 - 0.5 {
-                break;
-            }
-            if n % f == 0 {
-                cur.push(f);
-                go(n / f, k - 1, f, cur, best);
-                cur.pop();
-            }
-            f -= 1;
-        }
-    }
-    if k == 0 {
-        return (nnodes == 1).then(Vec::new);
-    }
-    let mut best = None;
-    go(nnodes, k, nnodes, &mut Vec::with_capacity(k), &mut best);
-    best.map(|b| b.2)
-}
-
-/// `MPI_Dims_create`'s result for `dims` (0: free, positive: fixed).
-pub fn dims_create(nnodes: c_int, dims: &[c_int]) -> Result<Vec<c_int>, Error> {
-    if nnodes <= 0 {
-        return Err(Error::new(
-            ErrorClass::Dims,
-            format!("nnodes {nnodes} is not positive"),
-        ));
-    }
-    let mut fixed: c_int = 1;
-    for (i, &d) in dims.iter().enumerate() {
-        if d < 0 {
-            return Err(Error::new(
-                ErrorClass::Dims,
-                format!("dims[{i}] = {d} is negative"),
-            ));
-        }
-        if d > 0 {
-            fixed = fixed.saturating_mul(d);
-        }
-    }
-    if nnodes % fixed != 0 {
-        return Err(Error::new(
-            ErrorClass::Dims,
-            format!("nnodes {nnodes} is not a multiple of the fixed dimensions' product {fixed}"),
-        ));
-    }
-    let free = dims.iter().filter(|&&d| d == 0).count();
-    let rest = nnodes / fixed;
-    if free == 0 {
-        if rest != 1 {
-            return Err(Error::new(
-                ErrorClass::Dims,
-                format!("the fixed dimensions' product {fixed} is not nnodes {nnodes}"),
-            ));
-        }
-        return Ok(dims.to_vec());
-    }
-    let f = balanced(rest, free)
-        .ok_or_else(|| Error::new(ErrorClass::Intern, format!("no factorisation of {rest}")))?;
-    let mut it = f.into_iter();
-    Ok(dims
-        .iter()
-        .map(|&d| if d == 0 { it.next().unwrap_or(1) } else { d })
-        .collect())
-}
-
 entry! {
     /// `MPI_Cart_create`: a Cartesian grid over the first `prod(dims)`
     /// processes of `comm_old` (ranks kept; `reorder` ignored); the others
@@ -488,21 +373,8 @@ entry! {
         let dir = usize::try_from(direction).ok().filter(|&x| x < d.len()).ok_or_else(|| {
             Error::new(ErrorClass::Arg, format!("direction {direction} of a grid of {} dimensions", d.len()))
         })?;
-        let me = Topo::coords(d, c.comm.rank());
-        let at = |delta: i64| -> c_int {
-            let mut co = me.clone();
-            let x = i64::from(co[dir]) + delta;
-            let n = i64::from(d[dir]);
-            if p[dir] {
-                co[dir] = x.rem_euclid(n) as c_int;
-            } else if (0..n).contains(&x) {
-                co[dir] = x as c_int;
-            } else {
-                return PROC_NULL;
-            }
-            Topo::rank_of(d, p, &co).unwrap_or(PROC_NULL)
-        };
-        let (src, dst) = (at(-i64::from(disp)), at(i64::from(disp)));
+        let (src, dst) = oxmpi::topology::shift(d, p, c.comm.rank(), dir, disp)?;
+        let (src, dst) = (src.unwrap_or(PROC_NULL), dst.unwrap_or(PROC_NULL));
         // SAFETY: the caller's out-parameters.
         unsafe {
             put(rank_source, src, "rank_source")?;
@@ -549,8 +421,8 @@ entry! {
     fn MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) comm = None; {
         let nd = count(ndims, "ndims", ErrorClass::Dims)?;
         // SAFETY: the caller's array of `ndims` values.
-        let cur = unsafe { ints(dims, nd, "dims") }?.to_vec();
-        let out = dims_create(nnodes, &cur)?;
+        let mut out = unsafe { ints(dims, nd, "dims") }?.to_vec();
+        oxmpi::topology::dims_create(nnodes, &mut out)?;
         // SAFETY: as above.
         unsafe { write_ints(dims, &out, "dims") }
     }
@@ -874,37 +746,4 @@ fn exchange_edges(c: &crate::state::Comm, out: Vec<Vec<c_int>>) -> Result<Vec<Ve
         s.wait()?;
     }
     Ok(got)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::dims_create;
-
-    #[test]
-    fn dims_are_balanced_and_non_increasing() {
-        let cases: &[(i32, &[i32], &[i32])] = &[
-            (6, &[0, 0], &[3, 2]),
-            (7, &[0, 0], &[7, 1]),
-            (12, &[0, 0], &[4, 3]),
-            (16, &[0, 0, 0], &[4, 2, 2]),
-            (24, &[0, 0, 0], &[4, 3, 2]),
-            (36, &[0, 0, 0], &[4, 3, 3]),
-            (360, &[0, 0, 0], &[10, 6, 6]),
-            (20, &[0, 0, 0, 0], &[5, 2, 2, 1]),
-            (64, &[0, 0, 0], &[4, 4, 4]),
-            (1, &[0, 0], &[1, 1]),
-            (6, &[0, 3, 0], &[2, 3, 1]),
-            (8, &[], &[]),
-        ];
-        for &(n, dims, want) in cases {
-            if dims.is_empty() {
-                assert!(dims_create(n, dims).is_err(), "{n} over no dimensions");
-                continue;
-            }
-            assert_eq!(dims_create(n, dims).unwrap(), want, "{n} {dims:?}");
-        }
-        assert!(dims_create(7, &[0, 2]).is_err());
-        assert!(dims_create(6, &[-1, 0]).is_err());
-        assert!(dims_create(0, &[0]).is_err());
-    }
 }

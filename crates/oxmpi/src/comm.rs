@@ -1390,12 +1390,21 @@ impl<'u, L: Level> CommRequest<'u, L> {
     /// ```
     pub fn test(&mut self) -> Option<Result<Communicator<'u, L>>> {
         if let CommRequestState::Agreeing(a, ranks) = &self.state {
+            // The others first: one not tested may hold units this one
+            // needs.
+            self.u.rt.poll_pending();
             let r = {
                 let mut g = a.lock().unwrap_or_else(|p| p.into_inner());
                 if !g.poll() {
                     return None;
                 }
-                g.result.take().expect("a finished agreement has a result")
+                match g.take() {
+                    Some(r) => r,
+                    None => Err(Error::new(
+                        ErrorClass::Intern,
+                        "the communicator of this request was already taken",
+                    )),
+                }
             };
             let c = r.and_then(|unit| {
                 Communicator::build(

@@ -632,8 +632,10 @@ pub(crate) struct NbAgree {
     /// The round in flight: its exchange, this process's message, and its
     /// offer.
     round: Option<(Exchange, Vec<u8>, Offer)>,
-    /// The agreed unit, or the error.
-    pub(crate) result: Option<Result<usize>>,
+    /// The agreed unit, or the error, until [`NbAgree::take`] takes it.
+    result: Option<Result<usize>>,
+    /// Whether the agreement is over (its result may have been taken).
+    over: bool,
 }
 
 impl NbAgree {
@@ -658,15 +660,26 @@ impl NbAgree {
             empty: 0,
             round: None,
             result: None,
+            over: false,
         };
         a.poll();
         a
     }
 
+    /// The outcome, once the agreement is over (given once).
+    pub(crate) fn take(&mut self) -> Option<Result<usize>> {
+        self.result.take()
+    }
+
+    fn finish(&mut self, r: Result<usize>) {
+        self.result = Some(r);
+        self.over = true;
+    }
+
     /// Advances the agreement without blocking; whether it is over.
     pub(crate) fn poll(&mut self) -> bool {
         loop {
-            if self.result.is_some() {
+            if self.over {
                 return true;
             }
             let Some((x, mine, _)) = self.round.as_mut() else {
@@ -697,14 +710,17 @@ impl NbAgree {
                 }
                 Err(e) => {
                     self.rt.ctx_ids().end_round(&offer, None);
-                    self.result = Some(Err(e));
+                    self.finish(Err(e));
                     return true;
                 }
             };
             self.rt.ctx_ids().end_round(&offer, unit_of(out));
             match out {
-                Outcome::Unit(u) => self.result = Some(Ok(u)),
-                Outcome::Exhausted => self.result = Some(Err(exhausted(&self.rt))),
+                Outcome::Unit(u) => self.finish(Ok(u)),
+                Outcome::Exhausted => {
+                    let e = exhausted(&self.rt);
+                    self.finish(Err(e));
+                }
                 Outcome::Retry => {
                     // Every class tried twice with everyone offering all
                     // its free units of the class and nothing in common:
@@ -716,7 +732,8 @@ impl NbAgree {
                         0
                     };
                     if self.empty >= 2 * CLASSES {
-                        self.result = Some(Err(exhausted(&self.rt)));
+                        let e = exhausted(&self.rt);
+                        self.finish(Err(e));
                     }
                     // Otherwise the next round at once (its messages go
                     // out now; a later poll sees how it ends).
@@ -728,9 +745,13 @@ impl NbAgree {
 
 impl Drop for NbAgree {
     fn drop(&mut self) {
-        // The other members wait for this one's messages: finish.
+        // The other members wait for this one's messages: finish; a unit
+        // agreed on but never taken is free again.
         while !self.poll() {
             self.rt.retry_pause();
+        }
+        if let Some(Ok(u)) = self.result.take() {
+            self.rt.ctx_ids().release(u);
         }
     }
 }

@@ -19,9 +19,11 @@
 //! * [`initialize`] / [`initialize_with_threading`] give a [`Universe`];
 //!   dropping its last handle finalizes MPI. Communicators, requests and
 //!   messages borrow it, so MPI cannot be used after finalize.
-//! * [`Communicator`]: rank, size, dup, split, groups; point-to-point
-//!   through [`Process`] (sends and receives) and [`AnyProcess`]
-//!   (`MPI_ANY_SOURCE`).
+//! * [`Communicator`]: rank, size, dup (also non-blocking), split,
+//!   create from groups, intercommunicators (create, merge), groups;
+//!   point-to-point through [`Process`] (sends and receives) and
+//!   [`AnyProcess`] (`MPI_ANY_SOURCE`).
+//! * [`topology`]: `dims_create` and [`CartesianCommunicator`].
 //! * [`UserDatatype`], [`View`], [`MutView`]: derived datatypes, and
 //!   `#[derive(Equivalence)]` for `#[repr(C)]` structs.
 //! * [`request`]: non-blocking operations, scoped ([`request::scope`]) or
@@ -49,6 +51,7 @@ mod raw;
 pub mod request;
 mod runtime;
 mod status;
+pub mod topology;
 mod universe;
 
 pub use buffer::{Buffer, BufferMut};
@@ -76,6 +79,7 @@ pub use oxmpi_derive::Equivalence;
 pub use raw::RawBuffer;
 pub use runtime::ThreadLevel;
 pub use status::Status;
+pub use topology::{CartesianCommunicator, CartesianLayout};
 pub use universe::{
     initialize, initialize_with_threading, is_finalized, is_initialized, universe, Threading,
     Universe,

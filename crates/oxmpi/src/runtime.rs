@@ -256,6 +256,14 @@ impl Runtime {
     /// the non-blocking agreements in flight (one of them may hold the
     /// mask this one waits for), progresses, and yields.
     pub(crate) fn retry_pause(&self) {
+        self.poll_pending();
+        self.pml.progress();
+        std::thread::yield_now();
+    }
+
+    /// Advances every non-blocking agreement in flight (one that is not
+    /// being tested may hold reserved units another one needs).
+    pub(crate) fn poll_pending(&self) {
         let live: Vec<Arc<Mutex<NbAgree>>> = self
             .pending
             .lock()
@@ -268,8 +276,6 @@ impl Runtime {
                 a.poll();
             }
         }
-        self.pml.progress();
-        std::thread::yield_now();
     }
 
     /// Whether the calling thread is the one that initialized MPI.
