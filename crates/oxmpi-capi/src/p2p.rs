@@ -299,7 +299,8 @@ pub struct Greq {
     failed: std::sync::Mutex<Option<Error>>,
 }
 
-/// See [`Greq::poll`]: `None` while incomplete, then the outcome.
+/// What advances a polled generalized request ([`Greq::polled`]): `None`
+/// while incomplete, then the outcome.
 pub type Poll = Box<dyn Fn() -> Option<Result<(), Error>> + Send + Sync>;
 
 /// `MPI_Grequest_query_function`.
