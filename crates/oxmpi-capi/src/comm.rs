@@ -228,8 +228,24 @@ unsafe fn dup(comm: usize, newcomm: *mut usize) -> Result<(), Error> {
     need(newcomm, "newcomm")?;
     let d = c.comm.dup()?;
     let h = register_with(s, *lock(&c.errh), c.topo.clone(), d)?;
+    on_dup(s, comm, h)?;
     // SAFETY: the caller's out-parameter.
     unsafe { put(newcomm, h, "newcomm") }
+}
+
+/// The hook of every duplication (`MPI_Comm_dup`, `_dup_with_info`,
+/// `_idup`, `_idup_with_info`): called once the duplicate `new` of
+/// `parent` (handles) is stored, before the program sees it. This is where
+/// `parent`'s attributes are to be copied (their copy callbacks run) when
+/// attributes exist; nothing to do yet. An error fails the duplication:
+/// the new communicator is freed.
+fn on_dup(s: &State, parent: usize, new: usize) -> Result<(), Error> {
+    let _ = (parent, new);
+    let copied: Result<(), Error> = Ok(());
+    if copied.is_err() {
+        lock(&s.comms).remove(new);
+    }
+    copied
 }
 
 /// The string at `p` (NUL-terminated), or `MPI_ERR_ARG` for null.
@@ -294,7 +310,10 @@ unsafe fn idup(comm: usize, newcomm: *mut usize, request: *mut usize) -> Result<
         let mut g = lock(&pending);
         let p = g.as_mut()?;
         let r = p.test()?;
-        let r = r.and_then(|d| register_with(s, errh, topo.clone(), d));
+        let r = r.and_then(|d| {
+            let h = register_with(s, errh, topo.clone(), d)?;
+            on_dup(s, comm, h).map(|()| h)
+        });
         // SAFETY: the caller of MPI_Comm_idup keeps `newcomm` valid until
         // the request completes, which is now.
         unsafe { (out as *mut usize).write(*r.as_ref().unwrap_or(&COMM_NULL)) };

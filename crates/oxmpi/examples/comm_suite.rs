@@ -263,6 +263,44 @@ fn inter(universe: &oxmpi::Universe, world: &Comm<'_>) {
     assert_eq!(d.compare(&ic), Comparison::Congruent);
     send_tag6(&d);
     check_traffic(&d);
+    // Split by parity: the local and remote ranks of my parity.
+    let same = |v: &[i32]| v.iter().filter(|&&w| w % 2 == r % 2).count() as i32;
+    let locals: Vec<i32> = if low {
+        (0..n / 2).collect()
+    } else {
+        (n / 2..n).collect()
+    };
+    match ic.split(Some((r % 2) as u32), r).unwrap() {
+        Some(s) => {
+            assert_eq!(
+                (s.size(), s.remote_size()),
+                (same(&locals), Some(same(&remote)))
+            );
+            oxmpi::request::scope(|sc| {
+                let sends: Vec<_> = (0..same(&remote))
+                    .map(|q| {
+                        s.process_at_rank(q)
+                            .immediate_send_with_tag(sc, &r, 6)
+                            .unwrap()
+                    })
+                    .collect();
+                oxmpi::request::wait_all(sends).unwrap();
+            });
+            let mut v = -1;
+            if s.rank() == 0 {
+                s.process_at_rank(0).send_with_tag(&r, 8).unwrap();
+                s.process_at_rank(0)
+                    .receive_into_with_tag(&mut v, 8)
+                    .unwrap();
+                assert_eq!(v % 2, r % 2);
+            }
+            for _ in 0..same(&remote) {
+                s.any_process().receive_into_with_tag(&mut v, 6).unwrap();
+                assert_eq!(v % 2, r % 2);
+            }
+        }
+        None => assert_eq!(same(&remote), 0),
+    }
     let merged = ic.merge(!low).unwrap();
     assert_eq!(merged.rank(), r, "merge with the lower group low");
     ring(&merged, 3);

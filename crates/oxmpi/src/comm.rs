@@ -859,12 +859,14 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// assert!(world.split(None, 0).unwrap().is_none());
     /// ```
     pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<Communicator<'u, L>>> {
-        self.intra_only("MPI_Comm_split")?;
         let c = match color {
             Some(c) => i32::try_from(c)
                 .map_err(|_| Error::new(ErrorClass::Arg, format!("color {c} is too large")))?,
             None => -1,
         };
+        if self.remote.is_some() {
+            return self.split_inter(c, key);
+        }
         let (ctx, extras) = self.agree_ctx([c, key])?;
         if color.is_none() {
             // The unit is free here again (the members of every color
@@ -919,7 +921,6 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// }
     /// ```
     pub fn create_from_group(&self, group: &Group) -> Result<Option<Communicator<'u, L>>> {
-        self.intra_only("MPI_Comm_create")?;
         for w in group.world_ranks() {
             if !self.ranks.contains(w) {
                 return Err(Error::new(
@@ -927,6 +928,15 @@ impl<'u, L: Level> Communicator<'u, L> {
                     format!("world rank {w} of the group is not in this communicator"),
                 ));
             }
+        }
+        if self.remote.is_some() {
+            // The members of `group` in its order; the remote side does
+            // the same with its own group.
+            let at = group.rank();
+            return self.split_inter(
+                if at.is_some() { 0 } else { -1 },
+                at.map_or(0, |r| r as i32),
+            );
         }
         let (ctx, _) = self.agree_ctx([0, 0])?;
         if group.rank().is_none() {
@@ -993,6 +1003,75 @@ impl<'u, L: Level> Communicator<'u, L> {
             group.world_ranks().to_vec(),
         )
         .map(Some)
+    }
+
+    /// `MPI_Comm_split` (and `MPI_Comm_create`) of an intercommunicator:
+    /// `color` `-1` is `MPI_UNDEFINED`. The local processes of each color,
+    /// ordered by `key` then rank, and the remote processes of that color
+    /// form a new intercommunicator; `None` when either side has nobody of
+    /// this process's color. Collective over both groups.
+    fn split_inter(&self, color: i32, key: i32) -> Result<Option<Communicator<'u, L>>> {
+        let remote = self.remote.as_ref().expect("an intercommunicator");
+        // Every local member's color and key.
+        let (key_, tag) = self.creation();
+        let n = self.ranks.len() as u32;
+        let others: Vec<u32> = (0..n).filter(|&r| r != self.rank).collect();
+        let mut mine = color.to_le_bytes().to_vec();
+        mine.extend_from_slice(&key.to_le_bytes());
+        let mut x = crate::ctxid::Exchange::start(
+            self.arc_rt(),
+            self.local_ctx + 1,
+            tag ^ 0x2000_0000,
+            others.iter().map(|&p| (p, mine.clone())).collect(),
+            &others,
+            8,
+        );
+        x.wait();
+        let mut all: Vec<Vec<u8>> = x.received()?.into_iter().map(<[u8]>::to_vec).collect();
+        drop(x);
+        all.insert(self.rank as usize, mine);
+        let word = |b: &[u8], at: usize| {
+            b.get(at..at + 4)
+                .map_or(-1, |w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        };
+        // (color, key, world rank) of each local member, in rank order:
+        // what the leaders trade.
+        let mut payload = Vec::with_capacity(12 * all.len());
+        for (i, m) in all.iter().enumerate() {
+            payload.extend_from_slice(&word(m, 0).to_le_bytes());
+            payload.extend_from_slice(&word(m, 4).to_le_bytes());
+            payload.extend_from_slice(&self.ranks[i].to_le_bytes());
+        }
+        let side = crate::ctxid::Side {
+            ctx: self.local_ctx + 1,
+            tag,
+            members: (0..n).collect(),
+            me: self.rank as usize,
+            leader: 0,
+        };
+        let link = (self.rank == 0).then_some(crate::ctxid::Link {
+            ctx: self.ctx + 1,
+            remote_leader: 0,
+            tag,
+        });
+        let (unit, theirs) =
+            crate::ctxid::agree_leaders(self.arc_rt(), key_, &side, link, &payload)?;
+        let members = |b: &[u8]| -> Vec<u32> {
+            let mut v: Vec<(i32, usize, u32)> = b
+                .chunks_exact(12)
+                .enumerate()
+                .filter(|(_, t)| color >= 0 && word(t, 0) == color)
+                .map(|(i, t)| (word(t, 4), i, word(t, 8) as u32))
+                .collect();
+            v.sort();
+            v.into_iter().map(|(_, _, w)| w).collect()
+        };
+        let (local, far) = (members(&payload), members(&theirs));
+        if local.is_empty() || far.is_empty() || far.len() > remote.len() {
+            self.rt().ctx_ids().release(unit);
+            return Ok(None);
+        }
+        Communicator::build(self.u, unit as u16 * crate::ctxid::UNIT, local, Some(far)).map(Some)
     }
 
     /// Whether this is an intercommunicator (`MPI_Comm_test_inter`).

@@ -24,6 +24,9 @@
  *  - A message on the intercommunicator and one on its dup, same tag,
  *    are each received on their own (in reverse order); Comm_compare of
  *    the dup is MPI_CONGRUENT, of itself MPI_IDENT.
+ *  - Comm_split of an intercommunicator by parity (key -rank), checked as
+ *    above (MPI_COMM_NULL where the other side has nobody of the color);
+ *    Comm_create with each side's leader alone.
  *  - Intercomm_merge with the lower group high = 0: merged rank is the
  *    world rank; with the upper group high = 0: upper group first;
  *    Allreduce on the merged communicator.
@@ -180,6 +183,8 @@ static MPI_Comm make(int (*color_of)(int), int lead0, int lead1, int *local, int
     return ic;
 }
 
+static void run(MPI_Comm ic, const int *local, int nl, const int *remote, int nr);
+
 static int halves(int w) { return w >= size / 2; }
 static int parity(int w) { return w % 2; }
 
@@ -232,6 +237,44 @@ static void merging(MPI_Comm ic, const int *local, int nl, const int *remote, in
     MPI_CHECK(MPI_Comm_free(&m));
 }
 
+/* Comm_split of an intercommunicator by world rank parity (key -rank:
+ * descending world rank on both sides), and Comm_create with each side's
+ * leader alone. */
+static void splitting(MPI_Comm ic, const int *local, int nl, const int *remote, int nr)
+{
+    MPI_Comm s;
+    MPI_CHECK(MPI_Comm_split(ic, rank % 2, -rank, &s));
+    int el[8], er[8], nel = 0, ner = 0;
+    for (int i = nl - 1; i >= 0; i--)
+        if (local[i] % 2 == rank % 2)
+            el[nel++] = local[i];
+    for (int i = nr - 1; i >= 0; i--)
+        if (remote[i] % 2 == rank % 2)
+            er[ner++] = remote[i];
+    if (ner == 0) {
+        CHECK(s == MPI_COMM_NULL, "split without remote members of my color is not MPI_COMM_NULL");
+    } else {
+        CHECK(s != MPI_COMM_NULL, "split gave MPI_COMM_NULL");
+        run(s, el, nel, er, ner);
+        MPI_CHECK(MPI_Comm_free(&s));
+    }
+    MPI_Group lg, g1;
+    int zero = 0, lr;
+    MPI_CHECK(MPI_Comm_group(ic, &lg));
+    MPI_CHECK(MPI_Group_incl(lg, 1, &zero, &g1));
+    MPI_CHECK(MPI_Comm_create(ic, g1, &s));
+    MPI_CHECK(MPI_Comm_rank(ic, &lr));
+    if (lr == 0) {
+        CHECK(s != MPI_COMM_NULL, "Comm_create gave the leader MPI_COMM_NULL");
+        run(s, local, 1, remote, 1);
+        MPI_CHECK(MPI_Comm_free(&s));
+    } else {
+        CHECK(s == MPI_COMM_NULL, "Comm_create gave a non-member a communicator");
+    }
+    MPI_CHECK(MPI_Group_free(&g1));
+    MPI_CHECK(MPI_Group_free(&lg));
+}
+
 static void run(MPI_Comm ic, const int *local, int nl, const int *remote, int nr)
 {
     check_shape(ic, local, nl, remote, nr);
@@ -262,6 +305,7 @@ int main(int argc, char **argv)
         CHECK_CLASS(MPI_Send(&rank, 1, MPI_INT, nr, 0, ic), MPI_ERR_RANK);
         isolation(ic);
         merging(ic, local, nl, remote, nr);
+        splitting(ic, local, nl, remote, nr);
         {
             MPI_Comm d;
             MPI_Request q;
