@@ -17,11 +17,25 @@ use crate::universe::Threading::Level;
 /// the lexicographically least (the same result as MPICH 5 for every
 /// `nnodes` up to 1000 over 1 to 6 dimensions).
 fn balanced(nnodes: i32, k: usize) -> Option<Vec<i32>> {
-    type Key = (i32, i32, Vec<i32>);
-    fn go(n: i32, k: usize, max: i32, cur: &mut Vec<i32>, best: &mut Option<Key>) {
+    type Key = (i64, i64, Vec<i32>);
+    /// The largest `x` with `x^k <= n`.
+    fn root(n: i64, k: usize) -> i64 {
+        let mut x = (n as f64).powf(1.0 / k as f64).round() as i64;
+        while x > 1 && x.checked_pow(k as u32).map_or(true, |p| p > n) {
+            x -= 1;
+        }
+        while (x + 1).checked_pow(k as u32).is_some_and(|p| p <= n) {
+            x += 1;
+        }
+        x.max(1)
+    }
+    /// Branch and bound. `divs`: every divisor of the original `nnodes`,
+    /// smallest first (those of `n` are among them); `max`: the factor
+    /// chosen last (the rest are at most that).
+    fn go(divs: &[i64], n: i64, k: usize, max: i64, cur: &mut Vec<i32>, best: &mut Option<Key>) {
         if k == 0 {
             if n == 1 {
-                let (hi, lo) = (cur[0], cur[cur.len() - 1]);
+                let (hi, lo) = (i64::from(cur[0]), i64::from(cur[cur.len() - 1]));
                 let key = (hi - lo, -lo, cur.clone());
                 if best.as_ref().map_or(true, |b| key < *b) {
                     *best = Some(key);
@@ -29,33 +43,61 @@ fn balanced(nnodes: i32, k: usize) -> Option<Vec<i32>> {
             }
             return;
         }
+        // The smallest factor left is at most the k-th root of n: no
+        // better spread than the largest factor minus that.
+        let lo_max = root(n, k).min(max);
+        if let (Some(b), Some(&hi)) = (best.as_ref(), cur.first()) {
+            if i64::from(hi) - lo_max > b.0 {
+                return;
+            }
+        }
         if k == 1 {
             if n <= max {
-                cur.push(n);
-                go(1, 0, n, cur, best);
+                cur.push(n as i32);
+                go(divs, 1, 0, n, cur, best);
                 cur.pop();
             }
             return;
         }
-        let mut f = max.min(n);
-        while f >= 1 {
-            // The remaining k - 1 factors are at most f each.
-            if f64::from(f).powi(k as i32) < f64::from(n) - 0.5 {
+        // The next factor is at least the k-th root of n (the rest are not
+        // larger), most balanced first.
+        let from = divs.partition_point(|&d| d.checked_pow(k as u32).map_or(false, |p| p < n));
+        for &f in &divs[from..] {
+            if f > max.min(n) {
                 break;
             }
-            if n % f == 0 {
-                cur.push(f);
-                go(n / f, k - 1, f, cur, best);
-                cur.pop();
+            if n % f != 0 {
+                continue;
             }
-            f -= 1;
+            if let (Some(b), None) = (best.as_ref(), cur.first()) {
+                // As the largest factor: its spread is at least f minus
+                // the k-th root of what is left below it.
+                if f - root(n / f, k - 1).min(f) > b.0 {
+                    break;
+                }
+            }
+            cur.push(f as i32);
+            go(divs, n / f, k - 1, f, cur, best);
+            cur.pop();
         }
     }
     if k == 0 {
         return (nnodes == 1).then(Vec::new);
     }
+    let n = i64::from(nnodes);
+    let mut divs: Vec<i64> = Vec::new();
+    let mut d = 1i64;
+    while d * d <= n {
+        if n % d == 0 {
+            divs.push(d);
+            divs.push(n / d);
+        }
+        d += 1;
+    }
+    divs.sort_unstable();
+    divs.dedup();
     let mut best = None;
-    go(nnodes, k, nnodes, &mut Vec::with_capacity(k), &mut best);
+    go(&divs, n, k, n, &mut Vec::with_capacity(k), &mut best);
     best.map(|b| b.2)
 }
 
@@ -499,6 +541,13 @@ mod tests {
         let mut d = [0; 6];
         dims_create(720_720, &mut d).unwrap();
         assert_eq!(d.iter().product::<i32>(), 720_720);
+        // 1344 divisors.
+        let mut d = [0; 8];
+        dims_create(735_134_400, &mut d).unwrap();
+        assert_eq!(d.iter().product::<i32>(), 735_134_400);
+        let mut d = [0; 10];
+        dims_create(i32::MAX, &mut d).unwrap();
+        assert_eq!(d[0], i32::MAX);
         assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
     }
 }
