@@ -2,8 +2,9 @@
 //! ranks): context ids recycled over thousands of create/free cycles and
 //! hundreds of communicators alive at once, non-blocking duplication in
 //! orders that would hang one that waited, communicators from groups,
-//! intercommunicators (point-to-point both ways, dup, merge), and
-//! Cartesian grids. Rank 0 prints `comm_suite ok` when every check held;
+//! intercommunicators (point-to-point both ways, dup, split, merge),
+//! Cartesian grids, and creations from three threads at once
+//! (`MPI_THREAD_MULTIPLE`). Rank 0 prints `comm_suite ok` when every check held;
 //! a failed check panics (the job fails).
 //!
 //! `oxmpirun -n 4 target/debug/examples/comm_suite`
@@ -11,7 +12,8 @@
 use oxmpi::traits::*;
 use oxmpi::{Communicator, Comparison, Threading};
 
-type Comm<'u> = Communicator<'u, Threading::Single>;
+type Comm<'u> = Communicator<'u, Threading::Multiple>;
+type Universe = oxmpi::Universe<Threading::Multiple>;
 
 /// A message around the ring of `c`: each rank sends `salt + rank`.
 fn ring(c: &Comm<'_>, salt: i32) {
@@ -167,7 +169,7 @@ fn idup_orders(world: &Comm<'_>) {
     }
 }
 
-fn groups(universe: &oxmpi::Universe, world: &Comm<'_>) {
+fn groups(universe: &Universe, world: &Comm<'_>) {
     let g = world.group();
     let all = universe.comm_from_group(&g, "suite.all").unwrap();
     assert_eq!(all.compare(world), Comparison::Congruent);
@@ -194,7 +196,7 @@ fn groups(universe: &oxmpi::Universe, world: &Comm<'_>) {
     assert_eq!(evens.intersection(&odds).size(), 0);
 }
 
-fn inter(universe: &oxmpi::Universe, world: &Comm<'_>) {
+fn inter(universe: &Universe, world: &Comm<'_>) {
     let (r, n) = (world.rank(), world.size());
     let low = r < n / 2;
     let half = world.split(Some(low as u32), r).unwrap().unwrap();
@@ -354,8 +356,31 @@ fn cartesian(world: &Comm<'_>) {
         .is_err());
 }
 
+/// Blocking creations from several threads at once, each on its own
+/// parent (concurrent agreements in one process take turns with the mask).
+fn threads(world: &Comm<'_>) {
+    let parents: Vec<Comm<'_>> = (0..3).map(|_| world.dup().unwrap()).collect();
+    std::thread::scope(|sc| {
+        for (t, p) in parents.iter().enumerate() {
+            sc.spawn(move || {
+                for i in 0..100 {
+                    let d = p.dup().expect("dup from a thread");
+                    if i % 10 == 0 {
+                        ring(&d, t as i32 * 1000 + i);
+                    }
+                    let s = p
+                        .split(Some((p.rank() % 2) as u32), 0)
+                        .expect("split from a thread")
+                        .expect("a color was given");
+                    ring(&s, i);
+                }
+            });
+        }
+    });
+}
+
 fn main() {
-    let universe = oxmpi::initialize().expect("MPI start-up");
+    let universe = oxmpi::initialize_with_threading(Threading::Multiple).expect("MPI start-up");
     let world = universe.world();
     let trace = std::env::var_os("COMM_SUITE_TRACE").is_some();
     let step = |what: &str| {
@@ -377,6 +402,8 @@ fn main() {
     }
     step("cartesian");
     cartesian(&world);
+    step("threads");
+    threads(&world);
     world.barrier().unwrap();
     if world.rank() == 0 {
         println!("comm_suite ok");

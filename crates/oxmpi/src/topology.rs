@@ -61,7 +61,7 @@ fn balanced(nnodes: i32, k: usize) -> Option<Vec<i32>> {
         }
         // The next factor is at least the k-th root of n (the rest are not
         // larger), most balanced first.
-        let from = divs.partition_point(|&d| d.checked_pow(k as u32).map_or(false, |p| p < n));
+        let from = divs.partition_point(|&d| d.checked_pow(k as u32).is_some_and(|p| p < n));
         for &f in &divs[from..] {
             if f > max.min(n) {
                 break;
