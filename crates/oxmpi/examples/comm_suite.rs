@@ -321,6 +321,9 @@ fn inter(universe: &Universe, world: &Comm<'_>) {
         .unwrap();
     send_tag6(&ic2);
     check_traffic(&ic2);
+    // A remote leader in the local group: every member fails, none hangs.
+    let e = world.intercomm_create(0, world, 1, 5).unwrap_err();
+    assert_eq!(e.class(), oxmpi::ErrorClass::Rank, "{e}");
     // Errors: an intracommunicator has no remote group and cannot merge.
     assert!(world.merge(false).is_err());
     assert!(world.remote_group().is_none());

@@ -1049,11 +1049,11 @@ impl<'u, L: Level> Communicator<'u, L> {
             me: self.rank as usize,
             leader: 0,
         };
-        let link = (self.rank == 0).then_some(crate::ctxid::Link {
+        let link = (self.rank == 0).then_some(Ok(crate::ctxid::Link {
             ctx: self.ctx + 1,
             remote_leader: 0,
             tag,
-        });
+        }));
         let (unit, theirs) =
             crate::ctxid::agree_leaders(self.arc_rt(), key_, &side, link, &payload)?;
         let members = |b: &[u8]| -> Vec<u32> {
@@ -1121,11 +1121,11 @@ impl<'u, L: Level> Communicator<'u, L> {
             me: self.rank as usize,
             leader: 0,
         };
-        let link = (self.rank == 0).then_some(crate::ctxid::Link {
+        let link = (self.rank == 0).then_some(Ok(crate::ctxid::Link {
             ctx: self.ctx + 1,
             remote_leader: 0,
             tag,
-        });
+        }));
         let (unit, theirs) = crate::ctxid::agree_leaders(self.arc_rt(), key, &side, link, payload)?;
         Ok((unit as u16 * crate::ctxid::UNIT, theirs))
     }
@@ -1170,7 +1170,10 @@ impl<'u, L: Level> Communicator<'u, L> {
                     ),
                 )
             })?;
-        let link = if self.rank == leader {
+        // Checked at the local leader, the only one that knows the peer
+        // communicator; a failure there fails the whole local group (the
+        // leader tells the members), never leaves it waiting.
+        let link = (self.rank == leader).then(|| {
             peer.intra_only("MPI_Intercomm_create (as the peer communicator)")?;
             let rl = u32::try_from(remote_leader)
                 .ok()
@@ -1184,20 +1187,21 @@ impl<'u, L: Level> Communicator<'u, L> {
                         ),
                     )
                 })?;
-            if rl == peer.rank {
+            if self.ranks.contains(&peer.ranks[rl as usize]) {
                 return Err(Error::new(
                     ErrorClass::Rank,
-                    "remote_leader is the local leader itself (the groups must be disjoint)",
+                    format!(
+                        "remote_leader {remote_leader} of the peer communicator is in the local \
+                         group (the groups must be disjoint)"
+                    ),
                 ));
             }
-            Some(crate::ctxid::Link {
+            Ok(crate::ctxid::Link {
                 ctx: peer.ctx + 1,
                 remote_leader: rl,
                 tag: -1 - 2 * (tag & 0x3fff_ffff),
             })
-        } else {
-            None
-        };
+        });
         let (key, ltag) = self.creation();
         let side = crate::ctxid::Side {
             ctx: self.ctx + 1,
@@ -1396,11 +1400,11 @@ impl<L: Level> Universe<L> {
             me: me as usize,
             leader: leader as usize,
         };
-        let link = (me == leader).then_some(crate::ctxid::Link {
+        let link = (me == leader).then_some(Ok(crate::ctxid::Link {
             ctx: crate::ctxid::GROUP_CTX,
             remote_leader: remote.world_ranks()[rl as usize],
             tag: (h * 4 + 2) as i32,
-        });
+        }));
         let (unit, _) = crate::ctxid::agree_leaders(
             &self.rt,
             (crate::ctxid::GROUP_CTX, h | 1 << 31),

@@ -503,14 +503,15 @@ fn unframe(m: &[u8]) -> Result<(&[u8], &[u8])> {
 /// A blocking agreement on a fresh unit free on every member of two
 /// groups: each side's members send their proposal to their leader, the
 /// leaders trade their side's combined mask and `payload` over `link`
-/// (given to the leader only), and each leader tells its side the outcome
-/// and the other side's payload. Returns the unit and the remote side's
-/// payload.
+/// (given to the leader only; an error there, such as a bad remote
+/// leader, fails the whole side: the leader tells its members), and each
+/// leader tells its side the outcome and the other side's payload.
+/// Returns the unit and the remote side's payload.
 pub(crate) fn agree_leaders(
     rt: &Arc<Runtime>,
     key: Key,
     side: &Side,
-    link: Option<Link>,
+    link: Option<Result<Link>>,
     payload: &[u8],
 ) -> Result<(usize, Vec<u8>)> {
     let max = MAX_MSG + 64 + 4 * rt.size as usize + payload.len();
@@ -534,12 +535,12 @@ pub(crate) fn agree_leaders(
                 .and(finish_all(rt, down))
                 .map(|mut m| m.remove(0))
         } else {
-            (|| {
-                let link = link.ok_or_else(|| {
-                    Error::new(
+            let r: Result<Vec<u8>> = (|| {
+                let link = link.clone().unwrap_or_else(|| {
+                    Err(Error::new(
                         ErrorClass::Intern,
                         "the leader has no link to the other side",
-                    )
+                    ))
                 })?;
                 let mut msgs = finish_all(
                     rt,
@@ -569,10 +570,23 @@ pub(crate) fn agree_leaders(
                 let mut down = vec![code];
                 down.extend_from_slice(&unit.to_le_bytes());
                 down.extend_from_slice(remote_payload);
-                let to = others.iter().map(|&p| (p, down.clone())).collect();
-                finish_all(rt, Exchange::start(rt, side.ctx, side.tag, to, &[], 0))?;
                 Ok(down)
-            })()
+            })();
+            // The members wait for the outcome, a failure included: code
+            // 3, the error class, and the message.
+            let down = match &r {
+                Ok(d) => d.clone(),
+                Err(e) => {
+                    let mut d = vec![3u8];
+                    d.extend_from_slice(&(e.class().code() as u32).to_le_bytes());
+                    let msg = e.to_string();
+                    d.extend_from_slice(&msg.as_bytes()[..msg.len().min(256)]);
+                    d
+                }
+            };
+            let to = others.iter().map(|&p| (p, down.clone())).collect();
+            let sent = finish_all(rt, Exchange::start(rt, side.ctx, side.tag, to, &[], 0));
+            r.and_then(|d| sent.map(|_| d))
         };
         let told = match told {
             Ok(t) if t.len() >= 5 => t,
@@ -597,6 +611,16 @@ pub(crate) fn agree_leaders(
             1 => {
                 rt.ctx_ids().end_round(&offer, None);
                 rt.retry_pause();
+            }
+            3 => {
+                rt.ctx_ids().end_round(&offer, None);
+                break Err(Error::new(
+                    ErrorClass::from_code(unit as i32).unwrap_or(ErrorClass::Other),
+                    format!(
+                        "the group's leader failed: {}",
+                        String::from_utf8_lossy(&told[5..])
+                    ),
+                ));
             }
             _ => {
                 rt.ctx_ids().end_round(&offer, None);

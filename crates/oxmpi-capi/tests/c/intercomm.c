@@ -34,7 +34,8 @@
  *  - Errors (MPI_ERRORS_RETURN): a send to remote rank remote_size is
  *    MPI_ERR_RANK; strict mode: Intercomm_merge and Comm_remote_group of
  *    an intracommunicator are MPI_ERR_COMM (erroneous calls: MPICH 5
- *    crashes in Intercomm_merge).
+ *    crashes in Intercomm_merge), and Intercomm_create whose remote leader
+ *    is in the local group is MPI_ERR_RANK on every member.
  */
 #include "check.h"
 
@@ -289,6 +290,12 @@ int main(int argc, char **argv)
     test_errors_return();
     MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
 
+    if (strict_mode() && size >= 2) {
+        /* The remote leader is in the local group: every member fails (the
+           leader tells the others), none waits for ever. */
+        MPI_Comm bad = MPI_COMM_NULL;
+        CHECK_CLASS(MPI_Intercomm_create(MPI_COMM_WORLD, 0, MPI_COMM_WORLD, 1, 5, &bad), MPI_ERR_RANK);
+    }
     if (strict_mode()) {
         MPI_Group g;
         CHECK_CLASS(MPI_Intercomm_merge(MPI_COMM_WORLD, 0, &(MPI_Comm){MPI_COMM_NULL}), MPI_ERR_COMM);
