@@ -263,6 +263,30 @@ fn inter(universe: &Universe, world: &Comm<'_>) {
     ic.barrier().unwrap();
     let d = ic.dup().unwrap();
     assert_eq!(d.compare(&ic), Comparison::Congruent);
+    // Non-blocking across the groups: the lower leader synchronously
+    // sends to the upper one after its idup, which receives first.
+    let p = if r == n / 2 {
+        let mut v = 0i32;
+        world
+            .process_at_rank(0)
+            .receive_into_with_tag(&mut v, 2)
+            .unwrap();
+        ic.immediate_dup().unwrap()
+    } else {
+        let p = ic.immediate_dup().unwrap();
+        if r == 0 {
+            world
+                .process_at_rank(n / 2)
+                .synchronous_send_with_tag(&3i32, 2)
+                .unwrap();
+        }
+        p
+    };
+    let e = p.wait().unwrap();
+    assert!(e.is_inter());
+    assert_eq!(e.compare(&ic), Comparison::Congruent);
+    send_tag6(&e);
+    check_traffic(&e);
     send_tag6(&d);
     check_traffic(&d);
     // Split by parity: the local and remote ranks of my parity.

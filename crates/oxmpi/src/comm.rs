@@ -808,9 +808,9 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// `MPI_Comm_idup`: [`Communicator::dup`] as a non-blocking operation.
     /// Collective; the request's `wait` or `test` gives the new
     /// communicator. The agreement advances when the request is tested or
-    /// waited for (and while this process waits in another communicator
-    /// creation). Intercommunicators are duplicated at once (the call
-    /// blocks until the other members call it too).
+    /// waited for (and when any other is tested, and while this process
+    /// waits in another communicator creation); an intercommunicator's
+    /// goes through the two leaders.
     ///
     /// ```no_run
     /// let universe = oxmpi::initialize().unwrap();
@@ -821,26 +821,43 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// assert_eq!(copy.size(), world.size());
     /// ```
     pub fn immediate_dup(&self) -> Result<CommRequest<'u, L>> {
-        if self.remote.is_some() {
-            return Ok(CommRequest {
-                u: self.u,
-                state: CommRequestState::Done(Some(self.dup())),
-            });
-        }
         let (key, tag) = self.creation();
-        let a = crate::ctxid::NbAgree::start(
-            self.arc_rt(),
-            key,
-            self.ctx + 1,
-            tag,
-            self.ranks.len() as u32,
-            self.rank,
-        );
+        let a = match &self.remote {
+            None => crate::ctxid::NbAgree::start(
+                self.arc_rt(),
+                key,
+                self.ctx + 1,
+                tag,
+                self.ranks.len() as u32,
+                self.rank,
+            ),
+            // Through the leaders, as `dup` of an intercommunicator.
+            Some(_) => crate::ctxid::NbAgree::start_leaders(
+                self.arc_rt(),
+                key,
+                crate::ctxid::Side {
+                    ctx: self.local_ctx + 1,
+                    tag,
+                    members: (0..self.ranks.len() as u32).collect(),
+                    me: self.rank as usize,
+                    leader: 0,
+                },
+                (self.rank == 0).then_some(crate::ctxid::Link {
+                    ctx: self.ctx + 1,
+                    remote_leader: 0,
+                    tag,
+                }),
+            ),
+        };
         let a = Arc::new(std::sync::Mutex::new(a));
         self.rt().add_pending(&a);
         Ok(CommRequest {
             u: self.u,
-            state: CommRequestState::Agreeing(a, self.ranks.to_vec()),
+            state: CommRequestState::Agreeing(
+                a,
+                self.ranks.to_vec(),
+                self.remote.as_ref().map(|r| r.to_vec()),
+            ),
         })
     }
 
@@ -1443,7 +1460,11 @@ pub struct CommRequest<'u, L: Level = Threading::Single> {
 
 enum CommRequestState<'u, L: Level> {
     /// The agreement, and the new communicator's group.
-    Agreeing(Arc<std::sync::Mutex<crate::ctxid::NbAgree>>, Vec<u32>),
+    Agreeing(
+        Arc<std::sync::Mutex<crate::ctxid::NbAgree>>,
+        Vec<u32>,
+        Option<Vec<u32>>,
+    ),
     /// Complete (taken by the first `test` or `wait` that sees it).
     Done(Option<Result<Communicator<'u, L>>>),
 }
@@ -1472,7 +1493,7 @@ impl<'u, L: Level> CommRequest<'u, L> {
     /// copy.barrier().unwrap();
     /// ```
     pub fn test(&mut self) -> Option<Result<Communicator<'u, L>>> {
-        if let CommRequestState::Agreeing(a, ranks) = &self.state {
+        if let CommRequestState::Agreeing(a, ranks, remote) = &self.state {
             // The others first: one not tested may hold units this one
             // needs.
             self.u.rt.poll_pending();
@@ -1494,7 +1515,7 @@ impl<'u, L: Level> CommRequest<'u, L> {
                     self.u,
                     unit as u16 * crate::ctxid::UNIT,
                     ranks.clone(),
-                    None,
+                    remote.clone(),
                 )
             });
             self.state = CommRequestState::Done(Some(c));

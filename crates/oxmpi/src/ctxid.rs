@@ -632,20 +632,90 @@ pub(crate) fn agree_leaders(
     r
 }
 
-/// A non-blocking agreement among all ranks `0..n` of a communicator's
-/// internal context (`MPI_Comm_idup`): each round's messages are posted at
-/// once, and [`NbAgree::poll`] (from a test or wait of its request, or
-/// while this process waits in a blocking agreement) finishes the round
-/// and starts the next if it must. It never blocks, and never holds the
-/// mask: each round offers (and reserves) the free units of one class
-/// ([`CtxIds::offer_nb`]), the class moving on from round to round.
+/// How the members of a non-blocking agreement reach each other.
+#[derive(Debug)]
+enum Shape {
+    /// Every rank `0..n` of context `ctx` with every other (messages
+    /// tagged `tag`; this process is `me`).
+    All {
+        ctx: u16,
+        tag: i32,
+        me: u32,
+        others: Vec<u32>,
+    },
+    /// Two groups through their leaders (an intercommunicator's): as
+    /// [`agree_leaders`], with no payload.
+    Leaders { side: Side, link: Option<Link> },
+}
+
+/// Where a round of a non-blocking agreement stands.
+#[derive(Debug)]
+enum Stage {
+    /// `All`: the all-gather, and this process's message.
+    Gather(Exchange, Vec<u8>),
+    /// `Leaders`, a member: its message up, the outcome down.
+    Member(Exchange, Exchange),
+    /// `Leaders`, the leader: collecting its members' messages (and its
+    /// own).
+    Up(Exchange, Vec<u8>),
+    /// The leader: trading the side's combined message with the other
+    /// leader (its own framed message kept).
+    Link(Exchange, Vec<u8>),
+    /// The leader: telling its members the outcome (kept).
+    Down(Exchange, Vec<u8>),
+}
+
+/// Outcome codes of a round as a leader tells it (and as a round of
+/// `Shape::All` is read): a unit; try again; out of ids; a failure (class
+/// and message follow); try again, everyone having offered all it could
+/// and none in common (counted towards running out).
+const AGREED: u8 = 0;
+const AGAIN: u8 = 1;
+const EXHAUSTED: u8 = 2;
+const FAILED: u8 = 3;
+const AGAIN_EMPTY: u8 = 4;
+
+/// The outcome code and unit of combined messages.
+fn code_of(c: &Combined) -> (u8, u32) {
+    match outcome_of(c) {
+        Outcome::Unit(u) => (AGREED, u as u32),
+        Outcome::Exhausted => (EXHAUSTED, 0),
+        Outcome::Retry if c.all_offered && !c.reduced => (AGAIN_EMPTY, 0),
+        Outcome::Retry => (AGAIN, 0),
+    }
+}
+
+/// An outcome message: code, unit (or error class), text.
+fn told(code: u8, unit: u32, text: &[u8]) -> Vec<u8> {
+    let mut d = vec![code];
+    d.extend_from_slice(&unit.to_le_bytes());
+    d.extend_from_slice(text);
+    d
+}
+
+/// The outcome message of a failure.
+fn told_error(e: &Error) -> Vec<u8> {
+    let msg = e.to_string();
+    told(
+        FAILED,
+        e.class().code() as u32,
+        &msg.as_bytes()[..msg.len().min(256)],
+    )
+}
+
+/// A non-blocking agreement (`MPI_Comm_idup`), among all ranks of a
+/// communicator's internal context or, for an intercommunicator, through
+/// the two groups' leaders: each stage's messages are posted at once, and
+/// [`NbAgree::poll`] (from a test or wait of its request, from a test of
+/// any other, or while this process waits in a blocking agreement) moves
+/// on when they completed, starting the next round if it must. It never
+/// blocks, and never holds the mask: each round offers (and reserves) the
+/// free units of one class ([`CtxIds::offer_nb`]), the class moving on
+/// from round to round.
 #[derive(Debug)]
 pub(crate) struct NbAgree {
     rt: Arc<Runtime>,
-    ctx: u16,
-    tag: i32,
-    me: u32,
-    others: Vec<u32>,
+    shape: Shape,
     /// The class of the first round (from the key: the same on every
     /// member, different for concurrent agreements on one parent).
     class0: usize,
@@ -653,9 +723,8 @@ pub(crate) struct NbAgree {
     rounds: usize,
     /// Rounds in a row in which everyone offered and nothing was common.
     empty: usize,
-    /// The round in flight: its exchange, this process's message, and its
-    /// offer.
-    round: Option<(Exchange, Vec<u8>, Offer)>,
+    /// The round in flight, and this process's offer in it.
+    round: Option<(Stage, Offer)>,
     /// The agreed unit, or the error, until [`NbAgree::take`] takes it.
     result: Option<Result<usize>>,
     /// Whether the agreement is over (its result may have been taken).
@@ -673,12 +742,34 @@ impl NbAgree {
         n: u32,
         me: u32,
     ) -> NbAgree {
+        let others = (0..n).filter(|&r| r != me).collect();
+        NbAgree::with_shape(
+            rt,
+            key,
+            Shape::All {
+                ctx,
+                tag,
+                me,
+                others,
+            },
+        )
+    }
+
+    /// Starts an agreement of two groups through their leaders (`link`:
+    /// the leader's way to the other one; `None` elsewhere).
+    pub(crate) fn start_leaders(
+        rt: &Arc<Runtime>,
+        key: Key,
+        side: Side,
+        link: Option<Link>,
+    ) -> NbAgree {
+        NbAgree::with_shape(rt, key, Shape::Leaders { side, link })
+    }
+
+    fn with_shape(rt: &Arc<Runtime>, key: Key, shape: Shape) -> NbAgree {
         let mut a = NbAgree {
             rt: Arc::clone(rt),
-            ctx,
-            tag,
-            me,
-            others: (0..n).filter(|&r| r != me).collect(),
+            shape,
             class0: (usize::from(key.0) * 7 + key.1 as usize) % CLASSES,
             rounds: 0,
             empty: 0,
@@ -700,67 +791,207 @@ impl NbAgree {
         self.over = true;
     }
 
+    /// The largest message of a leader's exchanges.
+    fn max(&self) -> usize {
+        MAX_MSG + 64 + 4 * self.rt.size as usize + 300
+    }
+
+    /// Posts a round's first messages.
+    fn start_round(&mut self) -> (Stage, Offer) {
+        let class = (self.class0 + self.rounds) % CLASSES;
+        let offer = self.rt.ctx_ids().offer_nb(class);
+        let mine = offer.encode([0, 0]);
+        let rt = &self.rt;
+        let stage = match &self.shape {
+            Shape::All {
+                ctx, tag, others, ..
+            } => {
+                let to = others.iter().map(|&p| (p, mine.clone())).collect();
+                Stage::Gather(Exchange::start(rt, *ctx, *tag, to, others, MAX_MSG), mine)
+            }
+            Shape::Leaders { side, .. } => {
+                let lead = side.members[side.leader];
+                let others: Vec<u32> = side
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != side.leader)
+                    .map(|(_, &r)| r)
+                    .collect();
+                if side.me != side.leader {
+                    let up = Exchange::start(rt, side.ctx, side.tag, vec![(lead, mine)], &[], 0);
+                    let down = Exchange::start(rt, side.ctx, side.tag, vec![], &[lead], self.max());
+                    Stage::Member(up, down)
+                } else {
+                    let x = Exchange::start(rt, side.ctx, side.tag, vec![], &others, MAX_MSG);
+                    Stage::Up(x, mine)
+                }
+            }
+        };
+        (stage, offer)
+    }
+
+    /// The leader tells its members `down` (and then reads it itself).
+    fn tell(&self, down: Vec<u8>) -> Stage {
+        let Shape::Leaders { side, .. } = &self.shape else {
+            unreachable!("only a leader tells")
+        };
+        let to = side
+            .members
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != side.leader)
+            .map(|(_, &r)| (r, down.clone()))
+            .collect();
+        Stage::Down(
+            Exchange::start(&self.rt, side.ctx, side.tag, to, &[], 0),
+            down,
+        )
+    }
+
+    /// Ends the round of `offer` with outcome message `t`.
+    fn settle(&mut self, offer: &Offer, t: &[u8]) {
+        let (code, unit) = match t {
+            [c, a, b, d, e, ..] => (*c, u32::from_le_bytes([*a, *b, *d, *e])),
+            _ => (FAILED, ErrorClass::Intern.code() as u32),
+        };
+        self.rounds += 1;
+        match code {
+            AGREED => {
+                self.rt.ctx_ids().end_round(offer, Some(unit as usize));
+                self.finish(Ok(unit as usize));
+            }
+            AGAIN | AGAIN_EMPTY => {
+                self.rt.ctx_ids().end_round(offer, None);
+                // Every class tried twice with everyone offering all its
+                // free units of the class and nothing in common: out of
+                // ids (the same decision on every member: it rests on the
+                // same messages).
+                self.empty = if code == AGAIN_EMPTY {
+                    self.empty + 1
+                } else {
+                    0
+                };
+                if self.empty >= 2 * CLASSES {
+                    let e = exhausted(&self.rt);
+                    self.finish(Err(e));
+                }
+            }
+            EXHAUSTED => {
+                self.rt.ctx_ids().end_round(offer, None);
+                let e = exhausted(&self.rt);
+                self.finish(Err(e));
+            }
+            _ => {
+                self.rt.ctx_ids().end_round(offer, None);
+                let e = Error::new(
+                    ErrorClass::from_code(unit as i32).unwrap_or(ErrorClass::Other),
+                    format!(
+                        "context agreement failed: {}",
+                        String::from_utf8_lossy(t.get(5..).unwrap_or(&[]))
+                    ),
+                );
+                self.finish(Err(e));
+            }
+        }
+    }
+
     /// Advances the agreement without blocking; whether it is over.
     pub(crate) fn poll(&mut self) -> bool {
         loop {
             if self.over {
                 return true;
             }
-            let Some((x, mine, _)) = self.round.as_mut() else {
-                let class = (self.class0 + self.rounds) % CLASSES;
-                let offer = self.rt.ctx_ids().offer_nb(class);
-                let mine = offer.encode([0, 0]);
-                let to = self.others.iter().map(|&p| (p, mine.clone())).collect();
-                let x = Exchange::start(&self.rt, self.ctx, self.tag, to, &self.others, MAX_MSG);
-                self.round = Some((x, mine, offer));
+            let Some((stage, offer)) = self.round.take() else {
+                self.round = Some(self.start_round());
                 continue;
             };
-            if !x.test() {
-                return false;
-            }
-            let got = x
-                .received()
-                .map(|m| m.into_iter().map(<[u8]>::to_vec).collect::<Vec<_>>());
-            let mine = std::mem::take(mine);
-            let Some((_, _, offer)) = self.round.take() else {
-                return false;
-            };
-            self.rounds += 1;
-            let (out, c) = match got {
-                Ok(mut msgs) => {
-                    msgs.insert(self.me as usize, mine);
-                    let c = and_masks(msgs.iter().map(Vec::as_slice));
-                    (outcome_of(&c), c)
-                }
-                Err(e) => {
-                    self.rt.ctx_ids().end_round(&offer, None);
-                    self.finish(Err(e));
-                    return true;
-                }
-            };
-            self.rt.ctx_ids().end_round(&offer, unit_of(out));
-            match out {
-                Outcome::Unit(u) => self.finish(Ok(u)),
-                Outcome::Exhausted => {
-                    let e = exhausted(&self.rt);
-                    self.finish(Err(e));
-                }
-                Outcome::Retry => {
-                    // Every class tried twice with everyone offering all
-                    // its free units of the class and nothing in common:
-                    // out of ids (the same decision on every member: it
-                    // rests on the same messages).
-                    self.empty = if c.all_offered && !c.reduced {
-                        self.empty + 1
-                    } else {
-                        0
-                    };
-                    if self.empty >= 2 * CLASSES {
-                        let e = exhausted(&self.rt);
-                        self.finish(Err(e));
+            match stage {
+                Stage::Gather(mut x, mine) => {
+                    if !x.test() {
+                        self.round = Some((Stage::Gather(x, mine), offer));
+                        return false;
                     }
-                    // Otherwise the next round at once (its messages go
-                    // out now; a later poll sees how it ends).
+                    let t = match x.received() {
+                        Ok(msgs) => {
+                            let Shape::All { me, .. } = &self.shape else {
+                                unreachable!("a gather is an All agreement's")
+                            };
+                            let mut msgs: Vec<&[u8]> = msgs;
+                            msgs.insert(*me as usize, &mine);
+                            let (code, unit) = code_of(&and_masks(msgs));
+                            told(code, unit, &[])
+                        }
+                        Err(e) => told_error(&e),
+                    };
+                    self.settle(&offer, &t);
+                }
+                Stage::Member(mut up, mut down) => {
+                    let (a, b) = (up.test(), down.test());
+                    if !(a && b) {
+                        self.round = Some((Stage::Member(up, down), offer));
+                        return false;
+                    }
+                    let t = match up.received().and(down.received()) {
+                        Ok(m) => m.first().map_or_else(Vec::new, |m| m.to_vec()),
+                        Err(e) => told_error(&e),
+                    };
+                    self.settle(&offer, &t);
+                }
+                Stage::Up(mut x, mine) => {
+                    if !x.test() {
+                        self.round = Some((Stage::Up(x, mine), offer));
+                        return false;
+                    }
+                    let Shape::Leaders { link, .. } = &self.shape else {
+                        unreachable!("only a leader collects")
+                    };
+                    let next = match (x.received(), link) {
+                        (Ok(msgs), Some(link)) => {
+                            let mut msgs: Vec<&[u8]> = msgs;
+                            msgs.push(&mine);
+                            let ours = frame(&encode_and(&and_masks(msgs), [0, 0]), &[]);
+                            let l = Exchange::start(
+                                &self.rt,
+                                link.ctx,
+                                link.tag,
+                                vec![(link.remote_leader, ours.clone())],
+                                &[link.remote_leader],
+                                self.max(),
+                            );
+                            Stage::Link(l, ours)
+                        }
+                        (Err(e), _) => self.tell(told_error(&e)),
+                        (_, None) => self.tell(told_error(&Error::new(
+                            ErrorClass::Intern,
+                            "the leader has no link to the other side",
+                        ))),
+                    };
+                    self.round = Some((next, offer));
+                }
+                Stage::Link(mut x, ours) => {
+                    if !x.test() {
+                        self.round = Some((Stage::Link(x, ours), offer));
+                        return false;
+                    }
+                    let t = (|| {
+                        let theirs = x.received()?;
+                        let theirs = theirs.first().copied().unwrap_or(&[]);
+                        let (a1, _) = unframe(&ours)?;
+                        let (a2, _) = unframe(theirs)?;
+                        let (code, unit) = code_of(&and_masks([a1, a2]));
+                        Ok(told(code, unit, &[]))
+                    })()
+                    .unwrap_or_else(|e: Error| told_error(&e));
+                    let next = self.tell(t);
+                    self.round = Some((next, offer));
+                }
+                Stage::Down(mut x, t) => {
+                    if !x.test() {
+                        self.round = Some((Stage::Down(x, t), offer));
+                        return false;
+                    }
+                    self.settle(&offer, &t);
                 }
             }
         }

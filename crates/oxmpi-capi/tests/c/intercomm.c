@@ -10,8 +10,11 @@
  *    (leaders 0 and size/2), even/odd ranks (leaders 0 and 1), the two
  *    halves with the last rank as the upper group's leader, and the
  *    Intercomm_create of a dup of the local communicator with a dup of
- *    MPI_COMM_WORLD as peer; then Comm_dup and Comm_idup of the first, and
- *    (MPI 4) Intercomm_create_from_groups.
+ *    MPI_COMM_WORLD as peer; then Comm_dup and Comm_idup of the first
+ *    (also with the lower leader Ssending to the upper one after its idup
+ *    while the upper leader receives before its own: an idup that waited
+ *    for the other group would hang), and (MPI 4)
+ *    Intercomm_create_from_groups.
  *  - For each: Comm_test_inter true, Comm_size/rank are the local group's,
  *    Comm_remote_size, Comm_remote_group (translated to MPI_COMM_WORLD's
  *    group: the expected ranks, in order), Comm_group likewise; then
@@ -317,6 +320,21 @@ int main(int argc, char **argv)
             MPI_Comm d;
             MPI_Request q;
             MPI_CHECK(MPI_Comm_idup(ic, &d, &q));
+            MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            run(d, local, nl, remote, nr);
+            MPI_CHECK(MPI_Comm_free(&d));
+            /* Non-blocking across the groups: the lower leader Ssends to
+               the upper one after its idup; the upper leader receives
+               before calling it. */
+            int v = 3;
+            if (rank == size / 2) {
+                MPI_CHECK(MPI_Recv(&v, 1, MPI_INT, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                MPI_CHECK(MPI_Comm_idup(ic, &d, &q));
+            } else {
+                MPI_CHECK(MPI_Comm_idup(ic, &d, &q));
+                if (rank == 0)
+                    MPI_CHECK(MPI_Ssend(&v, 1, MPI_INT, size / 2, 2, MPI_COMM_WORLD));
+            }
             MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
             run(d, local, nl, remote, nr);
             MPI_CHECK(MPI_Comm_free(&d));
