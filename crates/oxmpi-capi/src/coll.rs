@@ -644,7 +644,7 @@ struct Args {
 /// # Safety
 /// As for `MPI_Gather`.
 unsafe fn gather_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
-    let c = state()?.comm(comm)?;
+    let c = state()?.intra_comm(comm)?;
     let is_root = c.coll.rank() == root;
     let st = dt_opt(a.sdt, !(is_root && a.sbuf == IN_PLACE))?;
     let rt = dt_opt(a.rdt, is_root)?;
@@ -659,7 +659,7 @@ unsafe fn gather_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
 /// # Safety
 /// As for `MPI_Scatter`.
 unsafe fn scatter_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
-    let c = state()?.comm(comm)?;
+    let c = state()?.intra_comm(comm)?;
     let is_root = c.coll.rank() == root;
     let st = dt_opt(a.sdt, is_root)?;
     let rt = dt_opt(a.rdt, !(is_root && a.rbuf.cast_const() == IN_PLACE))?;
@@ -674,7 +674,7 @@ unsafe fn scatter_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> 
 /// # Safety
 /// As for `MPI_Allgather`.
 unsafe fn allgather_entry(a: Args, comm: usize) -> Result<(), Error> {
-    let c = state()?.comm(comm)?;
+    let c = state()?.intra_comm(comm)?;
     let me = c.coll.rank();
     let rt = state()?.datatype(a.rdt)?;
     let rn = count64(a.rn)?;
@@ -705,7 +705,7 @@ unsafe fn allgather_entry(a: Args, comm: usize) -> Result<(), Error> {
 /// # Safety
 /// As for `MPI_Alltoall`.
 unsafe fn alltoall_entry(a: Args, comm: usize) -> Result<(), Error> {
-    let c = state()?.comm(comm)?;
+    let c = state()?.intra_comm(comm)?;
     let (me, n) = (c.coll.rank(), c.coll.size());
     let rt = state()?.datatype(a.rdt)?;
     let rn = count64(a.rn)?;
@@ -757,7 +757,7 @@ unsafe fn allreduce_entry(
     op: usize,
     comm: usize,
 ) -> Result<(), Error> {
-    let c = state()?.comm(comm)?;
+    let c = state()?.intra_comm(comm)?;
     let n = count64(n)?;
     let src = if sbuf == IN_PLACE && c.coll.rank() != 0 {
         rbuf.cast_const()
@@ -784,7 +784,7 @@ unsafe fn reduce_entry(
     root: c_int,
     comm: usize,
 ) -> Result<(), Error> {
-    let c = state()?.comm(comm)?;
+    let c = state()?.intra_comm(comm)?;
     // SAFETY: forwarded.
     unsafe { reduce(&c, sbuf, rbuf, count64(n)?, dt, op, root) }
 }
@@ -800,7 +800,7 @@ unsafe fn bcast_entry(
     root: c_int,
     comm: usize,
 ) -> Result<(), Error> {
-    let c = state()?.comm(comm)?;
+    let c = state()?.intra_comm(comm)?;
     // SAFETY: forwarded.
     unsafe { bcast(&c, buf, count64(n)?, dt, root) }
 }

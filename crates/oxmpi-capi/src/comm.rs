@@ -72,11 +72,22 @@ fn need<T>(p: *const T, what: &str) -> Result<(), Error> {
     }
 }
 
-/// Stores `c`, created from `parent`, with its shadow duplicate; returns
-/// its handle. Collective over `c`.
+/// Stores `c`, created from `parent`, with its shadow; returns its
+/// handle. It inherits the parent's error handler (and no topology).
 fn register(s: &State, parent: &CommObj, c: crate::state::Comm) -> Result<usize, Error> {
-    let coll = c.dup()?;
     let errh = *lock(&parent.errh);
+    register_with(s, errh, None, c)
+}
+
+/// Stores `c` with its shadow, error handler `errh` and topology `topo`;
+/// returns its handle. Local (the shadow needs no agreement).
+pub(crate) fn register_with(
+    s: &State,
+    errh: usize,
+    topo: Option<crate::topo::Topo>,
+    c: crate::state::Comm,
+) -> Result<usize, Error> {
+    let coll = c.shadow()?;
     // The new communicator's reference to a handler the program created.
     crate::errh::retain(errh);
     let obj = CommObj {
@@ -84,6 +95,7 @@ fn register(s: &State, parent: &CommObj, c: crate::state::Comm) -> Result<usize,
         coll,
         errh: Mutex::new(errh),
         name: Mutex::new(String::new()),
+        topo,
     };
     Ok(lock(&s.comms).insert(Arc::new(obj)))
 }
@@ -208,13 +220,35 @@ unsafe fn put_str(buf: *mut c_char, len: *mut c_int, s: &str, max: usize) -> Res
     unsafe { put(len, n as c_int, "resultlen") }
 }
 
-fn comparison_code(c: Comparison) -> c_int {
-    match c {
-        Comparison::Identical => IDENT,
-        Comparison::Congruent => CONGRUENT,
-        Comparison::Similar => SIMILAR,
-        Comparison::Unequal => UNEQUAL,
+/// `MPI_Comm_dup`: the duplicate keeps the error handler and topology.
+///
+/// # Safety
+/// `newcomm` must be valid for a write.
+unsafe fn dup(comm: usize, newcomm: *mut usize) -> Result<(), Error> {
+    let s = state()?;
+    let c = s.comm(comm)?;
+    need(newcomm, "newcomm")?;
+    let d = c.comm.dup()?;
+    let h = register_with(s, *lock(&c.errh), c.topo.clone(), d)?;
+    on_dup(s, comm, h)?;
+    // SAFETY: the caller's out-parameter.
+    unsafe { put(newcomm, h, "newcomm") }
+}
+
+/// The hook of every duplication (`MPI_Comm_dup`, `_dup_with_info`,
+/// `_idup`, `_idup_with_info`): called once the duplicate `new` of
+/// `parent` (handles) is stored, before the program sees it: `parent`'s
+/// attributes are copied (their copy callbacks run) and its info hints
+/// follow. An error fails the duplication: the new communicator is freed.
+fn on_dup(s: &State, parent: usize, new: usize) -> Result<(), Error> {
+    if let Err(e) = crate::attr::copy_all(crate::attr::Kind::Comm, parent, new) {
+        if let Some(obj) = lock(&s.comms).remove(new) {
+            crate::errh::release(*lock(&obj.errh));
+        }
+        return Err(e);
     }
+    crate::info::copy_comm(parent, new);
+    Ok(())
 }
 
 /// `MPI_Comm_free` (and the end of `MPI_Comm_disconnect`) of `*comm`:
@@ -265,6 +299,93 @@ unsafe fn free_comm(s: &State, comm: *mut usize) -> Result<(), Error> {
     unsafe { put(comm, COMM_NULL, "comm") }
 }
 
+/// The string at `p` (NUL-terminated), or `MPI_ERR_ARG` for null.
+///
+/// # Safety
+/// `p` must be null or a NUL-terminated string.
+unsafe fn c_string(p: *const c_char, what: &str) -> Result<String, Error> {
+    need(p, what)?;
+    // SAFETY: not null; NUL-terminated per the caller.
+    Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// The error handler given to a constructor (`MPI_ERRHANDLER_NULL`:
+/// `MPI_ERRORS_ARE_FATAL`).
+fn errh_or_fatal(h: usize) -> usize {
+    if h == ERRHANDLER_NULL {
+        crate::state::ERRORS_ARE_FATAL
+    } else {
+        h
+    }
+}
+
+/// `MPI_ERRHANDLER_NULL`.
+const ERRHANDLER_NULL: usize = 0x140;
+
+/// A group made of two others by `f`, stored in `*newgroup`.
+///
+/// # Safety
+/// `newgroup` must be valid for a write.
+unsafe fn group_op(
+    group1: usize,
+    group2: usize,
+    newgroup: *mut usize,
+    f: impl FnOnce(&Group, &Group) -> Group,
+) -> Result<(), Error> {
+    let s = state()?;
+    let a = group(s, group1)?;
+    let b = group(s, group2)?;
+    need(newgroup, "newgroup")?;
+    let h = store_group(s, f(&a, &b));
+    // SAFETY: the caller's out-parameter.
+    unsafe { put(newgroup, h, "newgroup") }
+}
+
+/// `MPI_Comm_idup`: a polled request whose completion stores the new
+/// communicator (with the parent's error handler and topology) in
+/// `*newcomm`.
+///
+/// # Safety
+/// `newcomm` and `request` must be valid for writes; `newcomm` until the
+/// request completes.
+unsafe fn idup(comm: usize, newcomm: *mut usize, request: *mut usize) -> Result<(), Error> {
+    let s = state()?;
+    let c = s.comm(comm)?;
+    need(newcomm, "newcomm")?;
+    need(request, "request")?;
+    let errh = *lock(&c.errh);
+    let topo = c.topo.clone();
+    let pending = Mutex::new(Some(c.comm.immediate_dup()?));
+    let out = newcomm as usize;
+    let poll: crate::p2p::Poll = Box::new(move || {
+        let mut g = lock(&pending);
+        let p = g.as_mut()?;
+        let r = p.test()?;
+        let r = r.and_then(|d| {
+            let h = register_with(s, errh, topo.clone(), d)?;
+            on_dup(s, comm, h).map(|()| h)
+        });
+        // SAFETY: the caller of MPI_Comm_idup keeps `newcomm` valid until
+        // the request completes, which is now.
+        unsafe { (out as *mut usize).write(*r.as_ref().unwrap_or(&COMM_NULL)) };
+        *g = None;
+        Some(r.map(drop))
+    });
+    let g = crate::p2p::Greq::polled(poll);
+    let h = lock(&s.requests).insert(crate::state::ReqObj::Greq(Arc::new(g)));
+    // SAFETY: the caller's out-parameter.
+    unsafe { put(request, h, "request") }
+}
+
+fn comparison_code(c: Comparison) -> c_int {
+    match c {
+        Comparison::Identical => IDENT,
+        Comparison::Congruent => CONGRUENT,
+        Comparison::Similar => SIMILAR,
+        Comparison::Unequal => UNEQUAL,
+    }
+}
+
 /// Sizes of the blocks `MPI_Alloc_mem` handed out, by address.
 static ALLOCATIONS: Mutex<Option<HashMap<usize, Layout>>> = Mutex::new(None);
 
@@ -275,22 +396,15 @@ entry! {
     /// `MPI_Comm_dup`: the same group, a new context; inherits the error
     /// handler. Collective.
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: usize, newcomm: *mut usize) comm = Some(comm); {
-        let s = state()?;
-        let c = s.comm(comm)?;
-        need(newcomm, "newcomm")?;
-        let d = c.comm.dup()?;
-        let h = register(s, &c, d)?;
-        // The attributes, through their copy callbacks; if one fails, the
-        // new communicator goes again.
-        if let Err(e) = crate::attr::copy_all(crate::attr::Kind::Comm, comm, h) {
-            if let Some(obj) = lock(&s.comms).remove(h) {
-                crate::errh::release(*lock(&obj.errh));
-            }
-            return Err(e);
-        }
-        crate::info::copy_comm(comm, h);
         // SAFETY: the caller's out-parameter.
-        unsafe { put(newcomm, h, "newcomm") }
+        unsafe { dup(comm, newcomm) }
+    }
+
+    /// `MPI_Comm_dup_with_info`: `MPI_Comm_dup`; the info hints are
+    /// ignored (any info handle, `MPI_INFO_NULL` included, is accepted).
+    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: usize, _info: usize, newcomm: *mut usize) comm = Some(comm); {
+        // SAFETY: the caller's out-parameter.
+        unsafe { dup(comm, newcomm) }
     }
 
     /// `MPI_Comm_get_parent`: `MPI_COMM_NULL` (no oxmpi process is
@@ -318,6 +432,174 @@ entry! {
         s.comm(h)?.coll.barrier()?;
         // SAFETY: the caller's in/out-parameter.
         unsafe { free_comm(s, comm) }
+    }
+
+    /// `MPI_Comm_idup`: a non-blocking `MPI_Comm_dup`. `*newcomm` is
+    /// written when the request completes (`MPI_COMM_NULL` if the
+    /// duplication failed); the agreement advances when the request is
+    /// tested or waited for.
+    fn MPI_Comm_idup / PMPI_Comm_idup(comm: usize, newcomm: *mut usize, request: *mut usize) comm = Some(comm); {
+        // SAFETY: the caller's pointers, forwarded.
+        unsafe { idup(comm, newcomm, request) }
+    }
+
+    /// `MPI_Comm_idup_with_info`: `MPI_Comm_idup`; the info hints are
+    /// ignored.
+    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(
+        comm: usize,
+        _info: usize,
+        newcomm: *mut usize,
+        request: *mut usize,
+    ) comm = Some(comm); {
+        // SAFETY: the caller's pointers, forwarded.
+        unsafe { idup(comm, newcomm, request) }
+    }
+
+    /// `MPI_Comm_create_from_group`: a communicator of `group`'s members,
+    /// collective over them; `stringtag` keeps concurrent creations apart;
+    /// `info` is ignored; the new communicator's error handler is
+    /// `errhandler` (`MPI_ERRHANDLER_NULL`: `MPI_ERRORS_ARE_FATAL`).
+    fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(
+        grp: usize,
+        stringtag: *const c_char,
+        _info: usize,
+        errhandler: usize,
+        newcomm: *mut usize,
+    ) comm = None; {
+        let s = state()?;
+        let g = group(s, grp)?;
+        need(newcomm, "newcomm")?;
+        // SAFETY: the caller's string (null is checked).
+        let tag = unsafe { c_string(stringtag, "stringtag") }?;
+        let c = s.universe.comm_from_group(&g, &tag)?;
+        let h = register_with(s, errh_or_fatal(errhandler), None, c)?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(newcomm, h, "newcomm") }
+    }
+
+    /// `MPI_Intercomm_create`: an intercommunicator between `local_comm`'s
+    /// group and the group led by rank `remote_leader` of `peer_comm`
+    /// (`peer_comm` and `remote_leader` matter at the local leader only).
+    /// Collective over both groups.
+    fn MPI_Intercomm_create / PMPI_Intercomm_create(
+        local_comm: usize,
+        local_leader: c_int,
+        peer_comm: usize,
+        remote_leader: c_int,
+        tag: c_int,
+        newintercomm: *mut usize,
+    ) comm = Some(local_comm); {
+        let s = state()?;
+        let c = s.comm(local_comm)?;
+        need(newintercomm, "newintercomm")?;
+        let peer = if c.comm.rank() == local_leader {
+            s.comm(peer_comm)?
+        } else {
+            // Not looked at away from the local leader.
+            s.comm(peer_comm).or_else(|_| s.comm(local_comm))?
+        };
+        let i = c.comm.intercomm_create(local_leader, &peer.comm, remote_leader, tag)?;
+        let h = register(s, &c, i)?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(newintercomm, h, "newintercomm") }
+    }
+
+    /// `MPI_Intercomm_create_from_groups`: an intercommunicator between
+    /// `local_group` (this process's) and `remote_group`, collective over
+    /// both; `info` is ignored.
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(
+        local_group: usize,
+        local_leader: c_int,
+        remote_group: usize,
+        remote_leader: c_int,
+        stringtag: *const c_char,
+        _info: usize,
+        errhandler: usize,
+        newintercomm: *mut usize,
+    ) comm = None; {
+        let s = state()?;
+        let lg = group(s, local_group)?;
+        let rg = group(s, remote_group)?;
+        need(newintercomm, "newintercomm")?;
+        // SAFETY: the caller's string (null is checked).
+        let tag = unsafe { c_string(stringtag, "stringtag") }?;
+        let i = s
+            .universe
+            .intercomm_from_groups(&lg, local_leader, &rg, remote_leader, &tag)?;
+        let h = register_with(s, errh_or_fatal(errhandler), None, i)?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(newintercomm, h, "newintercomm") }
+    }
+
+    /// `MPI_Intercomm_merge`: an intracommunicator of both groups, the
+    /// group passing `high = false` first. Collective over both groups.
+    fn MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: usize, high: c_int, newintracomm: *mut usize) comm = Some(intercomm); {
+        let s = state()?;
+        let c = s.comm(intercomm)?;
+        need(newintracomm, "newintracomm")?;
+        let m = c.comm.merge(high != 0)?;
+        let h = register(s, &c, m)?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(newintracomm, h, "newintracomm") }
+    }
+
+    /// `MPI_Comm_remote_group`: a new group handle of an
+    /// intercommunicator's remote group (`MPI_ERR_COMM` for an
+    /// intracommunicator).
+    fn MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: usize, grp: *mut usize) comm = Some(comm); {
+        let s = state()?;
+        let c = s.comm(comm)?;
+        need(grp, "group")?;
+        let g = c.comm.remote_group().ok_or_else(|| {
+            Error::new(ErrorClass::Comm, "MPI_Comm_remote_group of an intracommunicator")
+        })?;
+        let h = store_group(s, g);
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(grp, h, "group") }
+    }
+
+    /// `MPI_Group_union`.
+    fn MPI_Group_union / PMPI_Group_union(group1: usize, group2: usize, newgroup: *mut usize) comm = None; {
+        // SAFETY: the caller's out-parameter.
+        unsafe { group_op(group1, group2, newgroup, |a, b| a.union(b)) }
+    }
+
+    /// `MPI_Group_intersection`.
+    fn MPI_Group_intersection / PMPI_Group_intersection(group1: usize, group2: usize, newgroup: *mut usize) comm = None; {
+        // SAFETY: the caller's out-parameter.
+        unsafe { group_op(group1, group2, newgroup, |a, b| a.intersection(b)) }
+    }
+
+    /// `MPI_Group_difference`.
+    fn MPI_Group_difference / PMPI_Group_difference(group1: usize, group2: usize, newgroup: *mut usize) comm = None; {
+        // SAFETY: the caller's out-parameter.
+        unsafe { group_op(group1, group2, newgroup, |a, b| a.difference(b)) }
+    }
+
+    /// `MPI_Group_range_excl`: every process but those of `n` triplets
+    /// `first, last, stride` (which must name each rank at most once).
+    fn MPI_Group_range_excl / PMPI_Group_range_excl(
+        grp: usize,
+        n: c_int,
+        ranges: *const [c_int; 3],
+        newgroup: *mut usize,
+    ) comm = None; {
+        let s = state()?;
+        let g = group(s, grp)?;
+        need(newgroup, "newgroup")?;
+        let n = length(n, "n")?;
+        // SAFETY: the caller passes `n` triplets.
+        let ranges = unsafe { slice(ranges, n, "ranges") }?;
+        let rs = expand_ranges(ranges, g.size())?;
+        let mut seen = vec![false; g.size() as usize];
+        for &r in &rs {
+            if std::mem::replace(&mut seen[r as usize], true) {
+                return Err(Error::new(ErrorClass::Rank, format!("the ranges name rank {r} twice")));
+            }
+        }
+        let h = store_group(s, g.exclude(&rs)?);
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(newgroup, h, "newgroup") }
     }
 
     /// `MPI_Comm_split`: by `color` (`MPI_UNDEFINED`: `MPI_COMM_NULL`),
@@ -453,22 +735,21 @@ entry! {
         unsafe { put(newcomm, h, "newcomm") }
     }
 
-    /// `MPI_Comm_test_inter`: false (every communicator is an
-    /// intracommunicator).
+    /// `MPI_Comm_test_inter`: whether `comm` is an intercommunicator.
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: usize, flag: *mut c_int) comm = Some(comm); {
-        state()?.comm(comm)?;
+        let inter = state()?.comm(comm)?.comm.is_inter();
         // SAFETY: the caller's out-parameter.
-        unsafe { put(flag, 0, "flag") }
+        unsafe { put(flag, c_int::from(inter), "flag") }
     }
 
-    /// `MPI_Comm_remote_size`: `MPI_ERR_COMM` (intracommunicators have no
-    /// remote group).
-    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: usize, _size: *mut c_int) comm = Some(comm); {
-        state()?.comm(comm)?;
-        Err(Error::new(
-            ErrorClass::Comm,
-            "MPI_Comm_remote_size of an intracommunicator",
-        ))
+    /// `MPI_Comm_remote_size`: the size of an intercommunicator's remote
+    /// group; `MPI_ERR_COMM` for an intracommunicator (which has none).
+    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: usize, size: *mut c_int) comm = Some(comm); {
+        let n = state()?.comm(comm)?.comm.remote_size().ok_or_else(|| {
+            Error::new(ErrorClass::Comm, "MPI_Comm_remote_size of an intracommunicator")
+        })?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { put(size, n, "size") }
     }
 
     /// `MPI_Comm_get_name` (empty until set; `MPI_COMM_WORLD` and

@@ -112,12 +112,13 @@ pub fn ensure_runtime(provided: c_int, confine: bool) -> Result<&'static State, 
     let obj = |c: oxmpi::Communicator<'static, Threading::Multiple>,
                name: &str|
      -> Result<Arc<CommObj>, Error> {
-        let coll = c.dup()?;
+        let coll = c.shadow()?;
         Ok(Arc::new(CommObj {
             comm: c,
             coll,
             errh: Mutex::new(ERRORS_ARE_FATAL),
             name: Mutex::new(name.to_string()),
+            topo: None,
         }))
     };
     if confine {

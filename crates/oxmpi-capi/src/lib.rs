@@ -34,6 +34,7 @@ pub mod p2p;
 pub mod part;
 pub mod session;
 pub mod state;
+pub mod topo;
 pub mod types;
 pub mod unsupported;
 #[cfg(target_arch = "x86_64")]

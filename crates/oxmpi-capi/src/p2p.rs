@@ -297,7 +297,17 @@ pub struct Greq {
     extra: usize,
     complete: std::sync::atomic::AtomicBool,
     freed: std::sync::atomic::AtomicBool,
+    /// For an operation of the library's own behind a generalized request
+    /// (`MPI_Comm_idup`): advances it without blocking, and says whether
+    /// it is complete (it is polled wherever completion is looked at).
+    poll: Option<Poll>,
+    /// The error a polled request completed with.
+    failed: std::sync::Mutex<Option<Error>>,
 }
+
+/// What advances a polled generalized request ([`Greq::polled`]): `None`
+/// while incomplete, then the outcome.
+pub type Poll = Box<dyn Fn() -> Option<Result<(), Error>> + Send + Sync>;
 
 /// `MPI_Grequest_query_function`.
 pub type QueryFn = Option<unsafe extern "C" fn(*mut c_void, *mut CStatus) -> c_int>;
@@ -307,6 +317,33 @@ pub type FreeFn = Option<unsafe extern "C" fn(*mut c_void) -> c_int>;
 pub type CancelFn = Option<unsafe extern "C" fn(*mut c_void, c_int) -> c_int>;
 
 impl Greq {
+    /// A request of the library's own, completed when `poll` says so (no
+    /// callbacks; its status is the empty status).
+    pub fn polled(poll: Poll) -> Greq {
+        Greq {
+            query: None,
+            free: None,
+            cancel: None,
+            extra: 0,
+            complete: Default::default(),
+            freed: Default::default(),
+            poll: Some(poll),
+            failed: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Whether the request is complete (a polled one is advanced first).
+    fn is_complete(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if let (false, Some(p)) = (self.complete.load(Ordering::Acquire), &self.poll) {
+            if let Some(r) = p() {
+                *lock(&self.failed) = r.err();
+                self.complete.store(true, Ordering::Release);
+            }
+        }
+        self.complete.load(Ordering::Acquire)
+    }
+
     /// Marks the request freed (`freeing`: `MPI_Request_free`) or complete
     /// (`MPI_Grequest_complete`), deciding under the request table's lock
     /// `t`: when it was already the other, takes handle `h` out of the
@@ -401,11 +438,10 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
         }
         ReqObj::Done(st, err) => Ok(((st, err.map(|e| *e)), None)),
         ReqObj::Greq(g) => {
-            use std::sync::atomic::Ordering;
-            while block && !g.complete.load(Ordering::Acquire) {
+            while block && !g.is_complete() {
                 std::thread::yield_now();
             }
-            if !g.complete.load(Ordering::Acquire) {
+            if !g.is_complete() {
                 return Err(ReqObj::Greq(g));
             }
             let mut st = CStatus::empty();
@@ -422,6 +458,9 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
             let rc = g.call_free();
             if err.is_none() {
                 err = callback_error(rc, "free_fn");
+            }
+            if err.is_none() {
+                err = lock(&g.failed).take();
             }
             Ok(((st, err), None))
         }
@@ -794,7 +833,7 @@ fn peek(req: usize) -> Result<Option<Outcome>, Error> {
         Some(ReqObj::Persistent(p, _)) => {
             (!p.is_active() && crate::part::armed(req).is_none()) || p.is_complete()
         }
-        Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+        Some(ReqObj::Greq(g)) => g.is_complete(),
         Some(ReqObj::Done(..)) => true,
         None => {
             return Err(Error::new(
@@ -1861,18 +1900,21 @@ entry! {
         let t = lock(&s.requests);
         // SAFETY: the caller's array of `n` requests.
         unsafe { check_handles(&t, n, reqs) }?;
-        let ready = (0..n).all(|i| {
+        // Every request is looked at (a polled one advances when looked
+        // at: stopping at the first incomplete one could starve the others).
+        let ready = (0..n).fold(true, |all, i| {
             // SAFETY: the caller's array of `n` requests.
             let h = unsafe { *reqs.add(i) };
-            match t.get(h) {
+            let done = match t.get(h) {
                 Some(ReqObj::Op(r, _)) => r.completed(),
                 Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),
                 Some(ReqObj::Persistent(p, _)) => {
                     (!p.is_active() && crate::part::armed(h).is_none()) || p.is_complete()
                 }
-                Some(ReqObj::Greq(g)) => g.complete.load(std::sync::atomic::Ordering::Acquire),
+                Some(ReqObj::Greq(g)) => g.is_complete(),
                 Some(ReqObj::Done(..)) | None => true,
-            }
+            };
+            done && all
         });
         drop(t);
         // SAFETY: the caller's out-parameter.
@@ -2167,6 +2209,8 @@ entry! {
             extra: extra as usize,
             complete: Default::default(),
             freed: Default::default(),
+            poll: None,
+            failed: std::sync::Mutex::new(None),
         };
         let h = store(ReqObj::Greq(std::sync::Arc::new(g)))?;
         // SAFETY: the caller's out-parameter.

@@ -283,6 +283,8 @@ pub struct CommObj {
     pub errh: Mutex<usize>,
     /// `MPI_Comm_set_name`.
     pub name: Mutex<String>,
+    /// Its process topology (`MPI_Cart_create` and the like), if any.
+    pub topo: Option<crate::topo::Topo>,
 }
 
 /// A communicator looked up by handle: the predefined ones borrowed from
@@ -439,6 +441,20 @@ impl State {
             Some(c) => Ok(CommRef::Static(c)),
             None => self.comm_other(h),
         }
+    }
+
+    /// The intracommunicator of handle `h` (the collectives of the C layer
+    /// run on intracommunicators only; an intercommunicator is
+    /// `MPI_ERR_COMM`).
+    pub fn intra_comm(&'static self, h: usize) -> Result<CommRef, Error> {
+        let c = self.comm(h)?;
+        if c.comm.is_inter() {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                "this collective is not supported on intercommunicators yet",
+            ));
+        }
+        Ok(c)
     }
 
     /// `MPI_COMM_WORLD` or `MPI_COMM_SELF` for their handles (no table, no

@@ -2981,3 +2981,73 @@ fn try_sendi_runs_only_over_btls_that_never_reenter() {
     assert!(!pml.try_sendi(b"abc", 1, 5, CTX));
     assert_eq!(pml.with(|o| o.counters().eager_sendi), 0);
 }
+
+/// An intercommunicator between {0} and {1, 2}: each side's context maps
+/// ranks to the remote group and stamps its local rank, so remote rank 0
+/// of ranks 1 and 2 is world rank 0, and world rank 0 hears from remote
+/// ranks 0 and 1 (world ranks 1 and 2), with ANY_SOURCE too; an ANY_SOURCE
+/// receive fails once every remote rank is gone (this process is not in
+/// the remote group, so nothing is skipped).
+#[test]
+fn intercommunicator_contexts_address_the_remote_group() {
+    const IC: u16 = 40;
+    let mut w = world(3);
+    w.ranks[0].add_intercomm(IC, vec![1, 2], 0).unwrap();
+    w.ranks[1].add_intercomm(IC, vec![0], 0).unwrap();
+    w.ranks[2].add_intercomm(IC, vec![0], 1).unwrap();
+    // This process in its own remote group, or an empty remote group.
+    assert!(w.ranks[0].add_intercomm(IC + 1, vec![0, 1], 0).is_err());
+    assert!(w.ranks[0].add_intercomm(IC + 1, vec![], 0).is_err());
+    // Remote rank 2 does not exist on rank 0's side.
+    let mut x = Mem::pattern(8, 9);
+    assert!(w.ranks[0]
+        .isend(x.buf(), 2, 0, IC, SendMode::Standard)
+        .is_err());
+    let mut a = Mem::pattern(8, 1);
+    let mut b = Mem::pattern(8, 2);
+    let mut from_a = Mem::zeros(8);
+    let mut from_b = Mem::zeros(8);
+    let sa = w.ranks[1]
+        .isend(a.buf(), 0, 7, IC, SendMode::Standard)
+        .unwrap();
+    let sb = w.ranks[2]
+        .isend(b.buf(), 0, 7, IC, SendMode::Standard)
+        .unwrap();
+    let r1 = w.ranks[0]
+        .irecv(from_b.buf(), Source::Rank(1), Tag::Value(7), IC)
+        .unwrap();
+    let st = w.wait(0, r1);
+    assert_eq!((st.source, st.error), (1, None));
+    let r0 = w.ranks[0]
+        .irecv(from_a.buf(), Source::Any, Tag::Value(7), IC)
+        .unwrap();
+    let st = w.wait(0, r0);
+    assert_eq!((st.source, st.error), (0, None));
+    w.wait(1, sa);
+    w.wait(2, sb);
+    assert_eq!(
+        (from_a.0.clone(), from_b.0.clone()),
+        (a.0.clone(), b.0.clone())
+    );
+    // Back the other way: remote rank 1 of rank 0 is world rank 2.
+    let mut c = Mem::pattern(1 << 20, 3);
+    let mut got = Mem::zeros(1 << 20);
+    let s = w.ranks[0]
+        .isend(c.buf(), 1, 8, IC, SendMode::Synchronous)
+        .unwrap();
+    let r = w.ranks[2]
+        .irecv(got.buf(), Source::Rank(0), Tag::Value(8), IC)
+        .unwrap();
+    let st = w.wait(2, r);
+    assert_eq!((st.source, st.bytes), (0, 1 << 20));
+    w.wait(0, s);
+    assert_eq!(c.0, got.0);
+    // Rank 1's only remote rank dies: its ANY_SOURCE receive fails.
+    let mut d = Mem::zeros(8);
+    let r = w.ranks[1]
+        .irecv(d.buf(), Source::Any, Tag::Any, IC)
+        .unwrap();
+    w.net.kill(0);
+    let st = w.wait(1, r);
+    assert_eq!(st.error, Some(ErrClass::ProcFailed));
+}

@@ -1,8 +1,7 @@
 //! The collectives the communicator machinery needs, over point-to-point on
 //! a communicator's internal context (`ctx + 1`), which user traffic never
-//! uses: a dissemination barrier, and an all-gather of fixed-size
-//! contributions (communicator creation agrees on context ids and colors
-//! with it).
+//! uses: a dissemination barrier (communicator creation agrees on context
+//! ids with the exchanges of [`crate::ctxid`]).
 //!
 //! Both check the error each request completes with, not only the call
 //! that waits for it: a receive from a dead member completes with
@@ -20,8 +19,7 @@ use crate::request::status_result;
 use crate::runtime::Runtime;
 
 /// Tags of the internal collectives.
-const TAG_BARRIER: i32 = 1;
-const TAG_ALLGATHER: i32 = 2;
+pub(crate) const TAG_BARRIER: i32 = 1;
 
 /// Waits for `id` and turns an error in its status into an `Err`.
 fn wait_ok(rt: &Runtime, id: ReqId) -> Result<()> {
@@ -86,64 +84,5 @@ pub(crate) fn barrier_ctx(rt: &Runtime, ctx: u16, size: u32, me: u32) -> Result<
     match first_err {
         Some(e) => Err(e),
         None => Ok(()),
-    }
-}
-
-/// Every rank's `mine` (all the same length, at least one byte), in rank
-/// order.
-pub(crate) fn allgather_ctx(
-    rt: &Runtime,
-    ctx: u16,
-    size: u32,
-    me: u32,
-    mine: &[u8],
-) -> Result<Vec<u8>> {
-    let n = mine.len();
-    assert!(n > 0, "allgather of empty contributions");
-    let mut all = vec![0u8; n * size as usize];
-    all[me as usize * n..(me as usize + 1) * n].copy_from_slice(mine);
-    let mut reqs = Vec::with_capacity(2 * size as usize);
-    let mut first_err = None;
-    rt.pml.with(|o| {
-        for (peer, chunk) in all.chunks_mut(n).enumerate() {
-            let peer = peer as u32;
-            if peer == me {
-                continue;
-            }
-            // A member that cannot be reached is an error, but the others
-            // still get this rank's contribution (they wait for it).
-            let r = o.irecv(
-                Buffer::Contig(buffer::bytes_mut(chunk)),
-                Source::Rank(peer),
-                Tag::Value(TAG_ALLGATHER),
-                ctx,
-            );
-            let s = o.isend(
-                Buffer::Contig(buffer::bytes(mine)),
-                peer,
-                TAG_ALLGATHER,
-                ctx,
-                SendMode::Standard,
-            );
-            for posted in [r, s] {
-                match posted {
-                    Ok(id) => reqs.push(id),
-                    Err(e) => {
-                        first_err.get_or_insert(Error::from(e));
-                    }
-                }
-            }
-        }
-    });
-    // Every posted request completes before the buffers can go away, even
-    // when one failed.
-    for r in reqs {
-        if let Err(e) = wait_ok(rt, r) {
-            first_err.get_or_insert(e);
-        }
-    }
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(all),
     }
 }

@@ -261,6 +261,66 @@ impl Group {
             .collect()
     }
 
+    /// This process's world rank, as groups record it.
+    fn world_rank(&self) -> u32 {
+        self.me.map_or(u32::MAX, |m| self.ranks[m as usize])
+    }
+
+    /// `MPI_Group_union`: this group's members, then those of `other` not
+    /// in it, each in its group's order.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let g = universe.world().group();
+    /// let a = g.include(&[0]).unwrap();
+    /// let all = a.union(&g);
+    /// assert_eq!(all.world_ranks()[0], g.world_ranks()[0]);
+    /// assert_eq!(all.size(), g.size());
+    /// ```
+    pub fn union(&self, other: &Group) -> Group {
+        let mut out = self.ranks.to_vec();
+        out.extend(other.ranks.iter().filter(|w| !self.ranks.contains(w)));
+        Group::new(out.into(), self.world_rank().min(other.world_rank()))
+    }
+
+    /// `MPI_Group_intersection`: the members of this group that are in
+    /// `other`, in this group's order.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let g = universe.world().group();
+    /// let a = g.include(&[0]).unwrap();
+    /// assert_eq!(g.intersection(&a).world_ranks(), a.world_ranks());
+    /// ```
+    pub fn intersection(&self, other: &Group) -> Group {
+        let out: Vec<u32> = self
+            .ranks
+            .iter()
+            .copied()
+            .filter(|w| other.ranks.contains(w))
+            .collect();
+        Group::new(out.into(), self.world_rank())
+    }
+
+    /// `MPI_Group_difference`: the members of this group that are not in
+    /// `other`, in this group's order.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let g = universe.world().group();
+    /// let a = g.include(&[0]).unwrap();
+    /// assert_eq!(g.difference(&a).size(), g.size() - 1);
+    /// ```
+    pub fn difference(&self, other: &Group) -> Group {
+        let out: Vec<u32> = self
+            .ranks
+            .iter()
+            .copied()
+            .filter(|w| !other.ranks.contains(w))
+            .collect();
+        Group::new(out.into(), self.world_rank())
+    }
+
     /// World ranks of the members, in group order.
     ///
     /// ```no_run
@@ -289,9 +349,38 @@ impl Group {
 pub struct Communicator<'u, L: Level = Threading::Single> {
     u: &'u Universe<L>,
     pub(crate) ctx: u16,
+    /// The (local) group, as world ranks.
     ranks: Arc<[u32]>,
+    /// This process's rank in `ranks`.
     rank: u32,
-    owned: bool,
+    /// How many ranks point-to-point names: the size of the remote group
+    /// of an intercommunicator, of the group otherwise.
+    p2p_size: i32,
+    /// An intercommunicator's remote group, as world ranks.
+    remote: Option<Arc<[u32]>>,
+    /// The context of the local group (`ctx` for an intracommunicator; an
+    /// intercommunicator's local group is a context of its own, see
+    /// [`crate::ctxid`]): its collectives use `local_ctx + 1`.
+    local_ctx: u16,
+    /// The context unit, shared with the shadow: released when the last
+    /// holder goes (`None`: predefined).
+    unit: Option<Arc<Unit<'u>>>,
+}
+
+/// A unit of context ids held by communicators (see [`crate::ctxid`]):
+/// `MPI_Comm_free` of the last one releases it once no operation on its
+/// contexts is pending.
+struct Unit<'u> {
+    rt: &'u Runtime,
+    base: u16,
+}
+
+impl Drop for Unit<'_> {
+    fn drop(&mut self) {
+        if !self.rt.is_finalized() {
+            self.rt.release_unit(self.base);
+        }
+    }
 }
 
 impl<L: Level> std::fmt::Debug for Communicator<'_, L> {
@@ -300,28 +389,23 @@ impl<L: Level> std::fmt::Debug for Communicator<'_, L> {
             .field("ctx", &self.ctx)
             .field("rank", &self.rank)
             .field("size", &self.ranks.len())
+            .field("remote_size", &self.remote.as_ref().map(|r| r.len()))
             .finish()
-    }
-}
-
-impl<L: Level> Drop for Communicator<'_, L> {
-    /// `MPI_Comm_free`: operations still pending on the communicator
-    /// complete normally; its contexts are released once none is pending.
-    fn drop(&mut self) {
-        if self.owned && !self.u.rt.is_finalized() {
-            self.u.rt.release_ctx(self.ctx);
-        }
     }
 }
 
 impl<'u, L: Level> Communicator<'u, L> {
     pub(crate) fn predefined(u: &'u Universe<L>, ctx: u16, ranks: Vec<u32>, rank: u32) -> Self {
+        let p2p_size = ranks.len() as i32;
         Communicator {
             u,
             ctx,
             ranks: ranks.into(),
             rank,
-            owned: false,
+            p2p_size,
+            remote: None,
+            local_ctx: ctx,
+            unit: None,
         }
     }
 
@@ -473,7 +557,32 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// }
     /// ```
     pub fn barrier(&self) -> Result<()> {
-        collective::barrier_ctx(self.rt(), self.ctx + 1, self.ranks.len() as u32, self.rank)
+        let local = || {
+            collective::barrier_ctx(
+                self.rt(),
+                self.local_ctx + 1,
+                self.ranks.len() as u32,
+                self.rank,
+            )
+        };
+        local()?;
+        if self.remote.is_some() {
+            // Both groups arrived once both leaders heard of the other.
+            if self.rank == 0 {
+                let mut x = crate::ctxid::Exchange::start(
+                    self.arc_rt(),
+                    self.ctx + 1,
+                    collective::TAG_BARRIER,
+                    vec![(0, vec![0])],
+                    &[0],
+                    1,
+                );
+                x.wait();
+                x.received()?;
+            }
+            local()?;
+        }
+        Ok(())
     }
 
     /// `MPI_Comm_compare`.
@@ -490,6 +599,36 @@ impl<'u, L: Level> Communicator<'u, L> {
     pub fn compare(&self, other: &Communicator<'_, L>) -> Comparison {
         if self.ctx == other.ctx && std::ptr::eq(&*self.u.rt, &*other.u.rt) {
             Comparison::Identical
+        } else if self.remote.is_some() || other.remote.is_some() {
+            // Intercommunicators: both groups must compare (local with
+            // local, remote with remote), and then the weaker result.
+            if self.remote.is_none() || other.remote.is_none() {
+                return Comparison::Unequal;
+            }
+            let g = |a: &[u32], b: &[u32]| {
+                if a == b {
+                    Comparison::Congruent
+                } else {
+                    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+                    a.sort_unstable();
+                    b.sort_unstable();
+                    if a == b {
+                        Comparison::Similar
+                    } else {
+                        Comparison::Unequal
+                    }
+                }
+            };
+            let l = g(&self.ranks, &other.ranks);
+            let r = g(
+                self.remote.as_deref().unwrap_or(&[]),
+                other.remote.as_deref().unwrap_or(&[]),
+            );
+            match (l, r) {
+                (Comparison::Unequal, _) | (_, Comparison::Unequal) => Comparison::Unequal,
+                (Comparison::Similar, _) | (_, Comparison::Similar) => Comparison::Similar,
+                _ => Comparison::Congruent,
+            }
         } else if self.ranks == other.ranks {
             Comparison::Congruent
         } else {
@@ -505,60 +644,149 @@ impl<'u, L: Level> Communicator<'u, L> {
         }
     }
 
-    /// Agrees with the other members on a fresh pair of context ids:
-    /// collective over this communicator; `extra` travels with the
-    /// proposal (split's color and key). Returns the context and everyone's
-    /// `extra`.
-    fn agree_ctx(&self, extra: [i32; 2]) -> Result<(u16, Vec<[i32; 2]>)> {
-        let rt = self.rt();
-        let mine = *rt.next_ctx.lock().unwrap_or_else(|p| p.into_inner());
-        let mut msg = [0u8; 10];
-        msg[..2].copy_from_slice(&mine.to_le_bytes());
-        msg[2..6].copy_from_slice(&extra[0].to_le_bytes());
-        msg[6..10].copy_from_slice(&extra[1].to_le_bytes());
-        let all =
-            collective::allgather_ctx(rt, self.ctx + 1, self.ranks.len() as u32, self.rank, &msg)?;
-        let mut ctx = 0u16;
-        let mut extras = Vec::with_capacity(self.ranks.len());
-        for c in all.chunks_exact(10) {
-            ctx = ctx.max(u16::from_le_bytes([c[0], c[1]]));
-            extras.push([
-                i32::from_le_bytes([c[2], c[3], c[4], c[5]]),
-                i32::from_le_bytes([c[6], c[7], c[8], c[9]]),
-            ]);
-        }
-        if ctx >= u16::MAX - 2 {
-            return Err(Error::new(
-                ErrorClass::Comm,
-                "out of communicator context ids",
-            ));
-        }
-        let mut next = rt.next_ctx.lock().unwrap_or_else(|p| p.into_inner());
-        *next = (*next).max(ctx + 2);
-        Ok((ctx, extras))
+    /// The runtime, shared (what exchanges that may outlive a call hold).
+    fn arc_rt(&self) -> &'u Arc<Runtime> {
+        &self.u.rt
     }
 
-    fn create(&self, ctx: u16, ranks: Vec<u32>) -> Result<Communicator<'u, L>> {
-        let me = self.rt().rank;
-        let rank = ranks
-            .iter()
-            .position(|&r| r == me)
-            .expect("a member creates only communicators it belongs to") as u32;
-        self.rt().pml.with(|o| -> Result<()> {
-            o.add_comm(ctx, ranks.clone(), rank)?;
-            o.add_comm(ctx + 1, ranks.clone(), rank)?;
-            Ok(())
-        })?;
-        Ok(Communicator {
-            u: self.u,
-            ctx,
-            ranks: ranks.into(),
+    /// Fails with `MPI_ERR_COMM` for an intercommunicator: `what` is
+    /// defined on intracommunicators only here.
+    fn intra_only(&self, what: &str) -> Result<()> {
+        if self.remote.is_some() {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                format!("{what} on an intercommunicator is not supported"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The priority key and the internal tag of the next communicator
+    /// creation on this communicator (the same on every member: creations
+    /// on one communicator are collective, so every member counts them in
+    /// the same order).
+    fn creation(&self) -> (crate::ctxid::Key, i32) {
+        let seq = self.rt().next_seq(self.ctx);
+        ((self.ctx, seq), (1 << 30) | (seq & 0x3fff_ffff) as i32)
+    }
+
+    /// Agrees with the other members on a fresh context unit: collective
+    /// over this (intra)communicator; `extra` travels with the proposal
+    /// (split's color and key). Returns the unit's first context id and
+    /// everyone's `extra`, in rank order.
+    fn agree_ctx(&self, extra: [i32; 2]) -> Result<(u16, Vec<[i32; 2]>)> {
+        let (key, tag) = self.creation();
+        let members: Vec<u32> = (0..self.ranks.len() as u32).collect();
+        let (unit, extras) = crate::ctxid::agree_among(
+            self.arc_rt(),
+            key,
+            self.ctx + 1,
+            tag,
+            &members,
+            self.rank as usize,
+            extra,
+        )?;
+        Ok((unit as u16 * crate::ctxid::UNIT, extras))
+    }
+
+    /// A communicator of `ranks` (world ranks, this process among them) on
+    /// the unit at `base`, which this process took.
+    fn create(&self, base: u16, ranks: Vec<u32>) -> Result<Communicator<'u, L>> {
+        Communicator::build(self.u, base, ranks, None)
+    }
+
+    /// A communicator on the unit at `base` (which this process took: it
+    /// is released again if this fails): an intracommunicator of `local`,
+    /// or with `remote`, an intercommunicator.
+    fn build(
+        u: &'u Universe<L>,
+        base: u16,
+        local: Vec<u32>,
+        remote: Option<Vec<u32>>,
+    ) -> Result<Communicator<'u, L>> {
+        let unit = Arc::new(Unit { rt: &u.rt, base });
+        let me = u.rt.rank;
+        let rank =
+            local.iter().position(|&r| r == me).ok_or_else(|| {
+                Error::new(ErrorClass::Intern, "not a member of the new communicator")
+            })? as u32;
+        let c = Communicator {
+            u,
+            ctx: base,
+            p2p_size: remote.as_ref().map_or(local.len(), Vec::len) as i32,
+            ranks: local.into(),
             rank,
-            owned: true,
+            remote: remote.map(Into::into),
+            local_ctx: base,
+            unit: Some(unit),
+        };
+        let c = Communicator {
+            local_ctx: if c.remote.is_some() { base + 4 } else { base },
+            ..c
+        };
+        c.add_contexts(0)?;
+        Ok(c)
+    }
+
+    /// Adds this communicator's contexts, moved by `shift` (0: its own, 2:
+    /// its shadow's), to the PML.
+    fn add_contexts(&self, shift: u16) -> Result<()> {
+        let ranks = self.ranks.to_vec();
+        self.rt().pml.with(|o| -> Result<()> {
+            match &self.remote {
+                None => {
+                    o.add_comm(self.ctx + shift, ranks.clone(), self.rank)?;
+                    o.add_comm(self.ctx + shift + 1, ranks, self.rank)?;
+                }
+                Some(remote) => {
+                    o.add_intercomm(self.ctx + shift, remote.to_vec(), self.rank)?;
+                    o.add_intercomm(self.ctx + shift + 1, remote.to_vec(), self.rank)?;
+                    o.add_comm(self.local_ctx + shift, ranks.clone(), self.rank)?;
+                    o.add_comm(self.local_ctx + shift + 1, ranks, self.rank)?;
+                }
+            }
+            Ok(())
         })
     }
 
-    /// `MPI_Comm_dup`: the same group with a new context. Collective.
+    /// A shadow of this communicator: the same groups on contexts of its
+    /// own, taken from this communicator's context unit, so that creating
+    /// it needs no agreement (the C layer runs its collectives on the
+    /// shadow, so that they never match the program's messages). Local:
+    /// every member makes it, in any order. Each communicator has at most
+    /// one shadow, and a shadow has none.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let lib = world.dup().unwrap();
+    /// let shadow = lib.shadow().unwrap();
+    /// assert_eq!((shadow.rank(), shadow.size()), (lib.rank(), lib.size()));
+    /// assert!(shadow.shadow().is_err());
+    /// ```
+    pub fn shadow(&self) -> Result<Communicator<'u, L>> {
+        if self.ctx % crate::ctxid::UNIT != 0 {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                "a shadow communicator has no shadow",
+            ));
+        }
+        self.add_contexts(2)
+            .map_err(|e| Error::new(e.class(), format!("shadow communicator: {e}")))?;
+        Ok(Communicator {
+            u: self.u,
+            ctx: self.ctx + 2,
+            ranks: self.ranks.clone(),
+            rank: self.rank,
+            p2p_size: self.p2p_size,
+            remote: self.remote.clone(),
+            local_ctx: self.local_ctx + 2,
+            unit: self.unit.clone(),
+        })
+    }
+
+    /// `MPI_Comm_dup`: the same group (groups, for an intercommunicator)
+    /// with a new context. Collective.
     ///
     /// ```no_run
     /// let universe = oxmpi::initialize().unwrap();
@@ -569,8 +797,68 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// lib.barrier().unwrap();
     /// ```
     pub fn dup(&self) -> Result<Communicator<'u, L>> {
+        if let Some(remote) = &self.remote {
+            let (base, _) = self.agree_inter(&[])?;
+            return Communicator::build(self.u, base, self.ranks.to_vec(), Some(remote.to_vec()));
+        }
         let (ctx, _) = self.agree_ctx([0, 0])?;
         self.create(ctx, self.ranks.to_vec())
+    }
+
+    /// `MPI_Comm_idup`: [`Communicator::dup`] as a non-blocking operation.
+    /// Collective; the request's `wait` or `test` gives the new
+    /// communicator. The agreement advances when the request is tested or
+    /// waited for (and when any other is tested, and while this process
+    /// waits in another communicator creation); an intercommunicator's
+    /// goes through the two leaders.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let pending = world.immediate_dup().unwrap();
+    /// // ... other work, other communication ...
+    /// let copy = pending.wait().unwrap();
+    /// assert_eq!(copy.size(), world.size());
+    /// ```
+    pub fn immediate_dup(&self) -> Result<CommRequest<'u, L>> {
+        let (key, tag) = self.creation();
+        let a = match &self.remote {
+            None => crate::ctxid::NbAgree::start(
+                self.arc_rt(),
+                key,
+                self.ctx + 1,
+                tag,
+                self.ranks.len() as u32,
+                self.rank,
+            ),
+            // Through the leaders, as `dup` of an intercommunicator.
+            Some(_) => crate::ctxid::NbAgree::start_leaders(
+                self.arc_rt(),
+                key,
+                crate::ctxid::Side {
+                    ctx: self.local_ctx + 1,
+                    tag,
+                    members: (0..self.ranks.len() as u32).collect(),
+                    me: self.rank as usize,
+                    leader: 0,
+                },
+                (self.rank == 0).then_some(crate::ctxid::Link {
+                    ctx: self.ctx + 1,
+                    remote_leader: 0,
+                    tag,
+                }),
+            ),
+        };
+        let a = Arc::new(std::sync::Mutex::new(a));
+        self.rt().add_pending(&a);
+        Ok(CommRequest {
+            u: self.u,
+            state: CommRequestState::Agreeing(
+                a,
+                self.ranks.to_vec(),
+                self.remote.as_ref().map(|r| r.to_vec()),
+            ),
+        })
     }
 
     /// `MPI_Comm_split`: processes with the same `color` form a new
@@ -593,8 +881,16 @@ impl<'u, L: Level> Communicator<'u, L> {
                 .map_err(|_| Error::new(ErrorClass::Arg, format!("color {c} is too large")))?,
             None => -1,
         };
+        if self.remote.is_some() {
+            return self.split_inter(c, key);
+        }
         let (ctx, extras) = self.agree_ctx([c, key])?;
         if color.is_none() {
+            // The unit is free here again (the members of every color
+            // share it, each color on its own ranks).
+            self.rt()
+                .ctx_ids()
+                .release(usize::from(ctx / crate::ctxid::UNIT));
             return Ok(None);
         }
         let mut members: Vec<(i32, usize)> = extras
@@ -650,8 +946,20 @@ impl<'u, L: Level> Communicator<'u, L> {
                 ));
             }
         }
+        if self.remote.is_some() {
+            // The members of `group` in its order; the remote side does
+            // the same with its own group.
+            let at = group.rank();
+            return self.split_inter(
+                if at.is_some() { 0 } else { -1 },
+                at.map_or(0, |r| r as i32),
+            );
+        }
         let (ctx, _) = self.agree_ctx([0, 0])?;
         if group.rank().is_none() {
+            self.rt()
+                .ctx_ids()
+                .release(usize::from(ctx / crate::ctxid::UNIT));
             return Ok(None);
         }
         self.create(ctx, group.world_ranks().to_vec()).map(Some)
@@ -678,6 +986,7 @@ impl<'u, L: Level> Communicator<'u, L> {
     /// }
     /// ```
     pub fn create_group(&self, group: &Group, tag: i32) -> Result<Option<Communicator<'u, L>>> {
+        self.intra_only("MPI_Comm_create_group")?;
         check_tag(tag)?;
         // The parent rank of each member, in group order.
         let mut members = Vec::with_capacity(group.world_ranks().len());
@@ -690,89 +999,565 @@ impl<'u, L: Level> Communicator<'u, L> {
             })?;
             members.push(p as u32);
         }
-        if group.rank().is_none() {
+        let Some(me) = group.rank() else {
             return Ok(None);
-        }
-        let rt = self.rt();
-        let mine = *rt.next_ctx.lock().unwrap_or_else(|p| p.into_inner());
-        // Internal tags are negative: `-1 - tag` never meets the internal
-        // collectives' positive tags nor another call's tag.
-        let proposals = self.gather_among(&members, -1 - tag, &mine.to_le_bytes())?;
-        let ctx = proposals
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .max()
-            .unwrap_or(mine);
-        if ctx >= u16::MAX - 2 {
-            return Err(Error::new(
-                ErrorClass::Comm,
-                "out of communicator context ids",
-            ));
-        }
-        {
-            let mut next = rt.next_ctx.lock().unwrap_or_else(|p| p.into_inner());
-            *next = (*next).max(ctx + 2);
-        }
-        self.create(ctx, group.world_ranks().to_vec()).map(Some)
+        };
+        // Internal tags of create_group are negative and even: they never
+        // meet the creations' positive tags nor the intercommunicator
+        // leaders' odd ones.
+        let t = tag & 0x3fff_ffff;
+        let (unit, _) = crate::ctxid::agree_among(
+            self.arc_rt(),
+            (self.ctx, 0x8000_0000 | t as u32),
+            self.ctx + 1,
+            -2 - 2 * t,
+            &members,
+            me as usize,
+            [0, 0],
+        )?;
+        self.create(
+            unit as u16 * crate::ctxid::UNIT,
+            group.world_ranks().to_vec(),
+        )
+        .map(Some)
     }
 
-    /// Every member's `mine` (all the same length, at least one byte), in
-    /// the order of `members` (ranks of this communicator, this process
-    /// among them): an all-gather among `members` only, on this
-    /// communicator's internal context with internal tag `tag`.
-    fn gather_among(&self, members: &[u32], tag: i32, mine: &[u8]) -> Result<Vec<u8>> {
-        let rt = self.rt();
-        let n = mine.len();
-        let me = members
-            .iter()
-            .position(|&m| m == self.rank)
-            .expect("the caller is a member");
-        let mut all = vec![0u8; n * members.len()];
-        all[me * n..(me + 1) * n].copy_from_slice(mine);
-        let mut reqs: Vec<ReqId> = Vec::with_capacity(2 * members.len());
-        let mut first_err = None;
-        rt.pml.with(|o| {
-            for (i, chunk) in all.chunks_mut(n).enumerate() {
-                if i == me {
-                    continue;
-                }
-                let peer = members[i];
-                let posted = o
-                    .irecv(
-                        PBuffer::Contig(crate::buffer::bytes_mut(chunk)),
-                        MSource::Rank(peer),
-                        MTag::Value(tag),
-                        self.ctx + 1,
-                    )
-                    .and_then(|r| {
-                        reqs.push(r);
-                        o.isend(
-                            PBuffer::Contig(crate::buffer::bytes(mine)),
-                            peer,
-                            tag,
-                            self.ctx + 1,
-                            SendMode::Standard,
-                        )
-                    });
-                match posted {
-                    Ok(s) => reqs.push(s),
-                    Err(e) => {
-                        first_err = Some(e);
-                        break;
-                    }
-                }
-            }
-        });
-        // Every posted request completes before the buffers go away, even
-        // when one failed.
-        for r in reqs {
-            if let Err(e) = rt.pml.wait(r) {
-                first_err.get_or_insert(e);
-            }
+    /// `MPI_Comm_split` (and `MPI_Comm_create`) of an intercommunicator:
+    /// `color` `-1` is `MPI_UNDEFINED`. The local processes of each color,
+    /// ordered by `key` then rank, and the remote processes of that color
+    /// form a new intercommunicator; `None` when either side has nobody of
+    /// this process's color. Collective over both groups.
+    fn split_inter(&self, color: i32, key: i32) -> Result<Option<Communicator<'u, L>>> {
+        let remote = self.remote.as_ref().expect("an intercommunicator");
+        // Every local member's color and key.
+        let (key_, tag) = self.creation();
+        let n = self.ranks.len() as u32;
+        let others: Vec<u32> = (0..n).filter(|&r| r != self.rank).collect();
+        let mut mine = color.to_le_bytes().to_vec();
+        mine.extend_from_slice(&key.to_le_bytes());
+        let mut x = crate::ctxid::Exchange::start(
+            self.arc_rt(),
+            self.local_ctx + 1,
+            tag ^ 0x2000_0000,
+            others.iter().map(|&p| (p, mine.clone())).collect(),
+            &others,
+            8,
+        );
+        x.wait();
+        let mut all: Vec<Vec<u8>> = x.received()?.into_iter().map(<[u8]>::to_vec).collect();
+        drop(x);
+        all.insert(self.rank as usize, mine);
+        let word = |b: &[u8], at: usize| {
+            b.get(at..at + 4)
+                .map_or(-1, |w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        };
+        // (color, key, world rank) of each local member, in rank order:
+        // what the leaders trade.
+        let mut payload = Vec::with_capacity(12 * all.len());
+        for (i, m) in all.iter().enumerate() {
+            payload.extend_from_slice(&word(m, 0).to_le_bytes());
+            payload.extend_from_slice(&word(m, 4).to_le_bytes());
+            payload.extend_from_slice(&self.ranks[i].to_le_bytes());
         }
-        match first_err {
-            Some(e) => Err(e.into()),
-            None => Ok(all),
+        let side = crate::ctxid::Side {
+            ctx: self.local_ctx + 1,
+            tag,
+            members: (0..n).collect(),
+            me: self.rank as usize,
+            leader: 0,
+        };
+        let link = (self.rank == 0).then_some(Ok(crate::ctxid::Link {
+            ctx: self.ctx + 1,
+            remote_leader: 0,
+            tag,
+        }));
+        let (unit, theirs) =
+            crate::ctxid::agree_leaders(self.arc_rt(), key_, &side, link, &payload)?;
+        let members = |b: &[u8]| -> Vec<u32> {
+            let mut v: Vec<(i32, usize, u32)> = b
+                .chunks_exact(12)
+                .enumerate()
+                .filter(|(_, t)| color >= 0 && word(t, 0) == color)
+                .map(|(i, t)| (word(t, 4), i, word(t, 8) as u32))
+                .collect();
+            v.sort();
+            v.into_iter().map(|(_, _, w)| w).collect()
+        };
+        let (local, far) = (members(&payload), members(&theirs));
+        if local.is_empty() || far.is_empty() || far.len() > remote.len() {
+            self.rt().ctx_ids().release(unit);
+            return Ok(None);
+        }
+        Communicator::build(self.u, unit as u16 * crate::ctxid::UNIT, local, Some(far)).map(Some)
+    }
+
+    /// Whether this is an intercommunicator (`MPI_Comm_test_inter`).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert!(!universe.world().is_inter());
+    /// ```
+    pub fn is_inter(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// The size of an intercommunicator's remote group
+    /// (`MPI_Comm_remote_size`; `None` for an intracommunicator).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert_eq!(universe.world().remote_size(), None);
+    /// ```
+    pub fn remote_size(&self) -> Option<i32> {
+        self.remote.as_ref().map(|r| r.len() as i32)
+    }
+
+    /// An intercommunicator's remote group (`MPI_Comm_remote_group`;
+    /// `None` for an intracommunicator).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert!(universe.world().remote_group().is_none());
+    /// ```
+    pub fn remote_group(&self) -> Option<Group> {
+        self.remote
+            .as_ref()
+            .map(|r| Group::new(r.clone(), self.rt().rank))
+    }
+
+    /// A fresh unit agreed by both groups of this intercommunicator (the
+    /// local leader is local rank 0, the remote one remote rank 0), with
+    /// `payload` traded between the leaders: the unit's first context and
+    /// the remote leader's payload.
+    fn agree_inter(&self, payload: &[u8]) -> Result<(u16, Vec<u8>)> {
+        let (key, tag) = self.creation();
+        let side = crate::ctxid::Side {
+            ctx: self.local_ctx + 1,
+            tag,
+            members: (0..self.ranks.len() as u32).collect(),
+            me: self.rank as usize,
+            leader: 0,
+        };
+        let link = (self.rank == 0).then_some(Ok(crate::ctxid::Link {
+            ctx: self.ctx + 1,
+            remote_leader: 0,
+            tag,
+        }));
+        let (unit, theirs) = crate::ctxid::agree_leaders(self.arc_rt(), key, &side, link, payload)?;
+        Ok((unit as u16 * crate::ctxid::UNIT, theirs))
+    }
+
+    /// `MPI_Intercomm_create`: an intercommunicator between this
+    /// communicator's group (the local group; its leader is
+    /// `local_leader`) and another group, disjoint from it, whose leader
+    /// is rank `remote_leader` of `peer` (a communicator holding both
+    /// leaders; significant at the local leader only, as `remote_leader`
+    /// is). `tag` keeps concurrent creations over `peer` apart. Collective
+    /// over both groups.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// // The lower and the upper half of the world, linked.
+    /// let low = r < n / 2;
+    /// let half = world.split(Some(low as u32), r).unwrap().unwrap();
+    /// let remote_leader = if low { n / 2 } else { 0 };
+    /// let inter = half.intercomm_create(0, &world, remote_leader, 9).unwrap();
+    /// assert_eq!(inter.remote_size(), Some(if low { n - n / 2 } else { n / 2 }));
+    /// ```
+    pub fn intercomm_create(
+        &self,
+        local_leader: i32,
+        peer: &Communicator<'u, L>,
+        remote_leader: i32,
+        tag: i32,
+    ) -> Result<Communicator<'u, L>> {
+        self.intra_only("MPI_Intercomm_create (as the local communicator)")?;
+        check_tag(tag)?;
+        let leader = u32::try_from(local_leader)
+            .ok()
+            .filter(|&l| (l as usize) < self.ranks.len())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorClass::Rank,
+                    format!(
+                        "local_leader {local_leader} of a communicator of {}",
+                        self.size()
+                    ),
+                )
+            })?;
+        // Checked at the local leader, the only one that knows the peer
+        // communicator; a failure there fails the whole local group (the
+        // leader tells the members), never leaves it waiting.
+        let link = (self.rank == leader).then(|| {
+            peer.intra_only("MPI_Intercomm_create (as the peer communicator)")?;
+            let rl = u32::try_from(remote_leader)
+                .ok()
+                .filter(|&l| (l as usize) < peer.ranks.len())
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorClass::Rank,
+                        format!(
+                            "remote_leader {remote_leader} of a peer communicator of {}",
+                            peer.size()
+                        ),
+                    )
+                })?;
+            if self.ranks.contains(&peer.ranks[rl as usize]) {
+                return Err(Error::new(
+                    ErrorClass::Rank,
+                    format!(
+                        "remote_leader {remote_leader} of the peer communicator is in the local \
+                         group (the groups must be disjoint)"
+                    ),
+                ));
+            }
+            Ok(crate::ctxid::Link {
+                ctx: peer.ctx + 1,
+                remote_leader: rl,
+                tag: -1 - 2 * (tag & 0x3fff_ffff),
+            })
+        });
+        let (key, ltag) = self.creation();
+        let side = crate::ctxid::Side {
+            ctx: self.ctx + 1,
+            tag: ltag,
+            members: (0..self.ranks.len() as u32).collect(),
+            me: self.rank as usize,
+            leader: leader as usize,
+        };
+        let payload = encode_ranks(&self.ranks);
+        let (unit, theirs) =
+            crate::ctxid::agree_leaders(self.arc_rt(), key, &side, link, &payload)?;
+        let base = unit as u16 * crate::ctxid::UNIT;
+        let remote = decode_ranks(&theirs);
+        self.check_disjoint(base, &remote)?;
+        Communicator::build(self.u, base, self.ranks.to_vec(), Some(remote))
+    }
+
+    /// Fails (releasing the unit at `base`) if `remote` overlaps this
+    /// group or is empty.
+    fn check_disjoint(&self, base: u16, remote: &[u32]) -> Result<()> {
+        if remote.is_empty() || remote.iter().any(|w| self.ranks.contains(w)) {
+            self.rt()
+                .ctx_ids()
+                .release(usize::from(base / crate::ctxid::UNIT));
+            return Err(Error::new(
+                ErrorClass::Comm,
+                "the local and remote groups of an intercommunicator must be disjoint and not empty",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `MPI_Intercomm_merge`: an intracommunicator of both groups of this
+    /// intercommunicator, the group whose members pass `high = false`
+    /// first (when both pass the same, the group with the lower world rank
+    /// first). Collective over both groups.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank(), world.size());
+    /// let low = r < n / 2;
+    /// let half = world.split(Some(low as u32), r).unwrap().unwrap();
+    /// let inter = half.intercomm_create(0, &world, if low { n / 2 } else { 0 }, 9).unwrap();
+    /// let all = inter.merge(!low).unwrap();
+    /// assert_eq!(all.rank(), r);
+    /// ```
+    pub fn merge(&self, high: bool) -> Result<Communicator<'u, L>> {
+        let Some(remote) = &self.remote else {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                "MPI_Intercomm_merge of an intracommunicator",
+            ));
+        };
+        let mut payload = vec![u8::from(high)];
+        payload.extend_from_slice(&encode_ranks(&self.ranks));
+        let (base, theirs) = self.agree_inter(&payload)?;
+        let their_high = theirs.first().is_some_and(|&h| h != 0);
+        let we_first = match (high, their_high) {
+            (false, true) => true,
+            (true, false) => false,
+            _ => self.ranks.iter().min() < remote.iter().min(),
+        };
+        let mut all = Vec::with_capacity(self.ranks.len() + remote.len());
+        if we_first {
+            all.extend_from_slice(&self.ranks);
+            all.extend_from_slice(remote);
+        } else {
+            all.extend_from_slice(remote);
+            all.extend_from_slice(&self.ranks);
+        }
+        Communicator::build(self.u, base, all, None)
+    }
+}
+
+/// A group's world ranks as bytes (little-endian `u32`s).
+fn encode_ranks(ranks: &[u32]) -> Vec<u8> {
+    ranks.iter().flat_map(|r| r.to_le_bytes()).collect()
+}
+
+/// The world ranks of [`encode_ranks`]' bytes.
+fn decode_ranks(b: &[u8]) -> Vec<u32> {
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+impl<L: Level> Universe<L> {
+    /// `MPI_Comm_create_from_group`: a communicator of `group`'s members,
+    /// collective over them only. `stringtag` tells concurrent creations
+    /// apart (the standard requires it unique among those in flight with
+    /// overlapping groups). A process outside `group` gets `MPI_ERR_GROUP`.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let evens: Vec<u32> = (0..world.size() as u32).step_by(2).collect();
+    /// let group = world.group().include(&evens).unwrap();
+    /// if world.rank() % 2 == 0 {
+    ///     let comm = universe.comm_from_group(&group, "example.evens").unwrap();
+    ///     assert_eq!(comm.rank(), world.rank() / 2);
+    /// }
+    /// ```
+    pub fn comm_from_group(&self, group: &Group, stringtag: &str) -> Result<Communicator<'_, L>> {
+        let me = group.rank().ok_or_else(|| {
+            Error::new(
+                ErrorClass::Group,
+                "MPI_Comm_create_from_group: this process is not in the group",
+            )
+        })?;
+        let h = tag_hash(stringtag);
+        let (unit, _) = crate::ctxid::agree_among(
+            &self.rt,
+            (crate::ctxid::GROUP_CTX, h),
+            crate::ctxid::GROUP_CTX,
+            (h * 4) as i32,
+            group.world_ranks(),
+            me as usize,
+            [0, 0],
+        )?;
+        Communicator::build(
+            self,
+            unit as u16 * crate::ctxid::UNIT,
+            group.world_ranks().to_vec(),
+            None,
+        )
+    }
+
+    /// `MPI_Intercomm_create_from_groups`: an intercommunicator between
+    /// `local` (this process's group, led by its rank `local_leader`) and
+    /// the disjoint `remote` (led by its rank `remote_leader`), collective
+    /// over both groups; `stringtag` as for
+    /// [`Universe::comm_from_group`] (both groups pass the same).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let (r, n) = (world.rank() as u32, world.size() as u32);
+    /// let g = world.group();
+    /// let low = g.include(&(0..n / 2).collect::<Vec<_>>()).unwrap();
+    /// let high = g.include(&(n / 2..n).collect::<Vec<_>>()).unwrap();
+    /// let (mine, other) = if r < n / 2 { (&low, &high) } else { (&high, &low) };
+    /// let inter = universe.intercomm_from_groups(mine, 0, other, 0, "example").unwrap();
+    /// assert_eq!(inter.remote_size(), Some(other.size() as i32));
+    /// ```
+    pub fn intercomm_from_groups(
+        &self,
+        local: &Group,
+        local_leader: i32,
+        remote: &Group,
+        remote_leader: i32,
+        stringtag: &str,
+    ) -> Result<Communicator<'_, L>> {
+        let me = local.rank().ok_or_else(|| {
+            Error::new(
+                ErrorClass::Group,
+                "MPI_Intercomm_create_from_groups: this process is not in the local group",
+            )
+        })?;
+        let leader = u32::try_from(local_leader)
+            .ok()
+            .filter(|&l| l < local.size())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorClass::Rank,
+                    format!("local_leader {local_leader} of a group of {}", local.size()),
+                )
+            })?;
+        let rl = u32::try_from(remote_leader)
+            .ok()
+            .filter(|&l| l < remote.size())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorClass::Rank,
+                    format!(
+                        "remote_leader {remote_leader} of a group of {}",
+                        remote.size()
+                    ),
+                )
+            })?;
+        if remote
+            .world_ranks()
+            .iter()
+            .any(|w| local.world_ranks().contains(w))
+        {
+            return Err(Error::new(
+                ErrorClass::Group,
+                "MPI_Intercomm_create_from_groups: the groups overlap",
+            ));
+        }
+        let h = tag_hash(stringtag);
+        let side = crate::ctxid::Side {
+            ctx: crate::ctxid::GROUP_CTX,
+            tag: (h * 4 + 1) as i32,
+            members: local.world_ranks().to_vec(),
+            me: me as usize,
+            leader: leader as usize,
+        };
+        let link = (me == leader).then_some(Ok(crate::ctxid::Link {
+            ctx: crate::ctxid::GROUP_CTX,
+            remote_leader: remote.world_ranks()[rl as usize],
+            tag: (h * 4 + 2) as i32,
+        }));
+        let (unit, _) = crate::ctxid::agree_leaders(
+            &self.rt,
+            (crate::ctxid::GROUP_CTX, h | 1 << 31),
+            &side,
+            link,
+            &[],
+        )?;
+        Communicator::build(
+            self,
+            unit as u16 * crate::ctxid::UNIT,
+            local.world_ranks().to_vec(),
+            Some(remote.world_ranks().to_vec()),
+        )
+    }
+}
+
+/// A string tag's 28-bit hash (FNV-1a): what keeps creations from groups
+/// with different tags apart.
+fn tag_hash(s: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h & 0x0fff_ffff
+}
+
+/// A pending [`Communicator::immediate_dup`] (`MPI_Comm_idup`): its
+/// `wait` or `test` gives the new communicator. Dropping it unfinished
+/// finishes the agreement (the other members wait for this one) and frees
+/// the communicator.
+pub struct CommRequest<'u, L: Level = Threading::Single> {
+    u: &'u Universe<L>,
+    state: CommRequestState<'u, L>,
+}
+
+enum CommRequestState<'u, L: Level> {
+    /// The agreement, and the new communicator's group.
+    Agreeing(
+        Arc<std::sync::Mutex<crate::ctxid::NbAgree>>,
+        Vec<u32>,
+        Option<Vec<u32>>,
+    ),
+    /// Complete (taken by the first `test` or `wait` that sees it).
+    Done(Option<Result<Communicator<'u, L>>>),
+}
+
+impl<L: Level> std::fmt::Debug for CommRequest<'_, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommRequest")
+            .field("done", &matches!(self.state, CommRequestState::Done(_)))
+            .finish()
+    }
+}
+
+impl<'u, L: Level> CommRequest<'u, L> {
+    /// `MPI_Test`: the new communicator once the agreement is over (each
+    /// outcome is given once; later calls give `None`).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut pending = world.immediate_dup().unwrap();
+    /// let copy = loop {
+    ///     if let Some(c) = pending.test() {
+    ///         break c.unwrap();
+    ///     }
+    /// };
+    /// copy.barrier().unwrap();
+    /// ```
+    pub fn test(&mut self) -> Option<Result<Communicator<'u, L>>> {
+        if let CommRequestState::Agreeing(a, ranks, remote) = &self.state {
+            // The others first: one not tested may hold units this one
+            // needs.
+            self.u.rt.poll_pending();
+            let r = {
+                let mut g = a.lock().unwrap_or_else(|p| p.into_inner());
+                if !g.poll() {
+                    return None;
+                }
+                match g.take() {
+                    Some(r) => r,
+                    None => Err(Error::new(
+                        ErrorClass::Intern,
+                        "the communicator of this request was already taken",
+                    )),
+                }
+            };
+            let c = r.and_then(|unit| {
+                Communicator::build(
+                    self.u,
+                    unit as u16 * crate::ctxid::UNIT,
+                    ranks.clone(),
+                    remote.clone(),
+                )
+            });
+            self.state = CommRequestState::Done(Some(c));
+        }
+        match &mut self.state {
+            CommRequestState::Done(c) => c.take(),
+            CommRequestState::Agreeing(..) => None,
+        }
+    }
+
+    /// `MPI_Wait`: the new communicator.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let a = world.immediate_dup().unwrap();
+    /// let b = world.immediate_dup().unwrap();
+    /// let (a, b) = (a.wait().unwrap(), b.wait().unwrap());
+    /// assert_eq!(a.size(), b.size());
+    /// ```
+    pub fn wait(mut self) -> Result<Communicator<'u, L>> {
+        loop {
+            if let Some(c) = self.test() {
+                return c;
+            }
+            if matches!(self.state, CommRequestState::Done(None)) {
+                return Err(Error::new(
+                    ErrorClass::Request,
+                    "the communicator of this request was already taken",
+                ));
+            }
+            self.u.rt.retry_pause();
+        }
+    }
+}
+
+impl<L: Level> Drop for CommRequest<'_, L> {
+    fn drop(&mut self) {
+        if matches!(self.state, CommRequestState::Agreeing(..)) {
+            while self.test().is_none() {
+                self.u.rt.retry_pause();
+            }
         }
     }
 }
@@ -1451,7 +2236,7 @@ impl<'u, L: Level> sealed::Endpoint<'u> for Process<'_, 'u, L> {
         (self.comm.rt(), self.comm.ctx)
     }
     fn match_source(&self) -> Result<MSource> {
-        source_of(self.rank, self.comm.size())
+        source_of(self.rank, self.comm.p2p_size)
     }
 }
 
@@ -1517,7 +2302,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
 
     /// Checked destination; `None` for `PROC_NULL`.
     pub(crate) fn dest(&self) -> Result<Option<u32>> {
-        match source_of(self.rank, self.comm.size())? {
+        match source_of(self.rank, self.comm.p2p_size)? {
             MSource::Rank(r) => Ok(Some(r)),
             _ => Ok(None),
         }
@@ -1706,7 +2491,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
     /// the ordinary paths report.
     #[inline(always)]
     fn inline_dst(&self, tag: i32) -> Option<u32> {
-        (tag >= 0 && (0..self.comm.size()).contains(&self.rank)).then_some(self.rank as u32)
+        (tag >= 0 && (0..self.comm.p2p_size).contains(&self.rank)).then_some(self.rank as u32)
     }
 
     /// [`Process::try_send_inline`] for a message it does not take (above
@@ -1806,7 +2591,7 @@ impl<'c, 'u, L: Level> Process<'c, 'u, L> {
 
     #[inline(always)]
     fn receive_inline(&self, buf: &mut [u8], tag: Option<i32>, blocking: bool) -> Option<Status> {
-        if !(0..self.comm.size()).contains(&self.rank) {
+        if !(0..self.comm.p2p_size).contains(&self.rank) {
             return None;
         }
         receive_inline(

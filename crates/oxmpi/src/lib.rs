@@ -19,9 +19,11 @@
 //! * [`initialize`] / [`initialize_with_threading`] give a [`Universe`];
 //!   dropping its last handle finalizes MPI. Communicators, requests and
 //!   messages borrow it, so MPI cannot be used after finalize.
-//! * [`Communicator`]: rank, size, dup, split, groups; point-to-point
-//!   through [`Process`] (sends and receives) and [`AnyProcess`]
-//!   (`MPI_ANY_SOURCE`).
+//! * [`Communicator`]: rank, size, dup (also non-blocking), split,
+//!   create from groups, intercommunicators (create, merge), groups;
+//!   point-to-point through [`Process`] (sends and receives) and
+//!   [`AnyProcess`] (`MPI_ANY_SOURCE`).
+//! * [`topology`]: `dims_create` and [`CartesianCommunicator`].
 //! * [`UserDatatype`], [`View`], [`MutView`]: derived datatypes, and
 //!   `#[derive(Equivalence)]` for `#[repr(C)]` structs.
 //! * [`request`]: non-blocking operations, scoped ([`request::scope`]) or
@@ -38,6 +40,7 @@ mod buffer;
 mod collective;
 mod comm;
 mod confine;
+mod ctxid;
 mod datatype;
 pub mod environment;
 mod error;
@@ -49,12 +52,13 @@ mod raw;
 pub mod request;
 mod runtime;
 mod status;
+pub mod topology;
 mod universe;
 
 pub use buffer::{Buffer, BufferMut};
 pub use comm::{
-    AnyProcess, AnyTag, Communicator, Comparison, Group, Message, Peer, Process, Source, TagSpec,
-    PROC_NULL, TAG_UB,
+    AnyProcess, AnyTag, CommRequest, Communicator, Comparison, Group, Message, Peer, Process,
+    Source, TagSpec, PROC_NULL, TAG_UB,
 };
 pub use datatype::{Equivalence, MutView, Order, UserDatatype, View};
 pub use error::{Error, ErrorClass, Result};
@@ -76,6 +80,7 @@ pub use oxmpi_derive::Equivalence;
 pub use raw::RawBuffer;
 pub use runtime::ThreadLevel;
 pub use status::Status;
+pub use topology::{CartesianCommunicator, CartesianLayout};
 pub use universe::{
     initialize, initialize_with_threading, is_finalized, is_initialized, universe, Threading,
     Universe,

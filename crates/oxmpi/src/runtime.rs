@@ -14,8 +14,9 @@
 //! rank's transports open until all have drained, then the transports are
 //! closed and the launcher is told.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use oxmpi_pml::{Ob1, Pml, PmlConfig};
@@ -23,15 +24,14 @@ use oxmpi_runtime::mca::{self, Registry, Sources};
 use oxmpi_runtime::pmi::{Modex, Pmi, PmiConfig};
 use oxmpi_runtime::topology;
 
+use crate::ctxid::{CtxIds, NbAgree, GROUP_CTX, UNIT};
 use crate::error::{Error, ErrorClass, Result};
 use crate::framework::{self, DynBtl};
 
 /// Context id of `MPI_COMM_WORLD` (its collectives use the next one).
 pub(crate) const WORLD_CTX: u16 = 0;
-/// Context id of `MPI_COMM_SELF`.
-pub(crate) const SELF_CTX: u16 = 2;
-/// First context id free for new communicators.
-pub(crate) const FIRST_FREE_CTX: u16 = 4;
+/// Context id of `MPI_COMM_SELF` (unit 1, see [`crate::ctxid`]).
+pub(crate) const SELF_CTX: u16 = crate::ctxid::UNIT;
 
 /// The MPI thread support levels (`MPI_THREAD_*`).
 ///
@@ -67,12 +67,17 @@ pub struct Runtime {
     pub(crate) universe_size: u32,
     /// Shared with the failure-notice handler ([`crate::failure`]).
     modex: Arc<Mutex<Option<Modex>>>,
-    /// Lowest context id never used by this process (communicator creation
-    /// agrees on the maximum over the members).
-    pub(crate) next_ctx: Mutex<u16>,
+    /// This process's free context id units ([`crate::ctxid`]).
+    ctx_ids: Mutex<CtxIds>,
+    /// Communicator creations started on each context (by its first id):
+    /// what tells concurrent agreements on one parent apart.
+    seqs: Mutex<HashMap<u16, u32>>,
+    /// Non-blocking agreements in flight (`MPI_Comm_idup`), advanced also
+    /// by blocking agreements that wait for the mask they hold.
+    pending: Mutex<Vec<Weak<Mutex<NbAgree>>>>,
     finalized: AtomicBool,
-    /// Contexts of freed communicators with operations still pending,
-    /// released by [`Runtime::release_ctx`] once they are idle.
+    /// Context units of freed communicators with operations still
+    /// pending, released by [`Runtime::release_unit`] once they are idle.
     zombies: Mutex<Vec<u16>>,
     /// The buffer attached for buffered sends (owned while attached).
     pub(crate) bsend_buf: Mutex<Option<Box<[u8]>>>,
@@ -147,6 +152,7 @@ impl Runtime {
         ob1.add_comm(WORLD_CTX + 1, world, rank)?;
         ob1.add_comm(SELF_CTX, vec![rank], 0)?;
         ob1.add_comm(SELF_CTX + 1, vec![rank], 0)?;
+        ob1.add_comm(GROUP_CTX, (0..size).collect(), rank)?;
         let oversubscribed = match reg.get_enum(mca::MPI_YIELD_WHEN_IDLE).unwrap_or("auto") {
             "yes" => true,
             "no" => false,
@@ -177,7 +183,9 @@ impl Runtime {
             appnum,
             universe_size,
             modex: Arc::new(Mutex::new(Some(modex))),
-            next_ctx: Mutex::new(FIRST_FREE_CTX),
+            ctx_ids: Mutex::new(CtxIds::default()),
+            seqs: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Vec::new()),
             finalized: AtomicBool::new(false),
             bsend_buf: Mutex::new(None),
             zombies: Mutex::new(Vec::new()),
@@ -193,22 +201,83 @@ impl Runtime {
         Ok(rt)
     }
 
-    /// Releases the contexts `ctx` and `ctx + 1` of a freed communicator:
-    /// at once if no operation on them is pending, otherwise later (each
-    /// call also releases the earlier freed ones that became idle).
-    pub(crate) fn release_ctx(&self, ctx: u16) {
+    /// Releases the context unit at `base` of a freed communicator (every
+    /// context of it this process added): at once if no operation on them
+    /// is pending, otherwise later (each call also releases the earlier
+    /// freed ones that became idle). Its unit is then free again here.
+    pub(crate) fn release_unit(&self, base: u16) {
         let mut z = self.zombies.lock().unwrap_or_else(|p| p.into_inner());
-        z.push(ctx);
+        z.push(base);
+        let mut freed = Vec::new();
         self.pml.with(|o| {
-            z.retain(|&c| {
-                if o.comm_busy(c) || o.comm_busy(c + 1) {
+            z.retain(|&b| {
+                if (b..b + UNIT).any(|c| o.comm_busy(c)) {
                     return true;
                 }
-                let _ = o.remove_comm(c);
-                let _ = o.remove_comm(c + 1);
+                for c in b..b + UNIT {
+                    // Not every context of a unit is in use.
+                    let _ = o.remove_comm(c);
+                }
+                freed.push(b);
                 false
             })
         });
+        drop(z);
+        self.seqs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&c, _| !freed.iter().any(|&b| (b..b + UNIT).contains(&c)));
+        let mut ids = self.ctx_ids();
+        for b in freed {
+            ids.release(usize::from(b / UNIT));
+        }
+    }
+
+    /// The free context id units.
+    pub(crate) fn ctx_ids(&self) -> MutexGuard<'_, CtxIds> {
+        self.ctx_ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The number of the next communicator creation on context `ctx`.
+    pub(crate) fn next_seq(&self, ctx: u16) -> u32 {
+        let mut s = self.seqs.lock().unwrap_or_else(|p| p.into_inner());
+        let n = s.entry(ctx).or_insert(0);
+        let v = *n;
+        *n = n.wrapping_add(1);
+        v
+    }
+
+    /// Records a non-blocking agreement in flight.
+    pub(crate) fn add_pending(&self, a: &Arc<Mutex<NbAgree>>) {
+        let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        p.retain(|w| w.strong_count() > 0);
+        p.push(Arc::downgrade(a));
+    }
+
+    /// Between two rounds of an agreement that must try again: advances
+    /// the non-blocking agreements in flight (one of them may hold the
+    /// mask this one waits for), progresses, and yields.
+    pub(crate) fn retry_pause(&self) {
+        self.poll_pending();
+        self.pml.progress();
+        std::thread::yield_now();
+    }
+
+    /// Advances every non-blocking agreement in flight (one that is not
+    /// being tested may hold reserved units another one needs).
+    pub(crate) fn poll_pending(&self) {
+        let live: Vec<Arc<Mutex<NbAgree>>> = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for a in live {
+            if let Ok(mut a) = a.try_lock() {
+                a.poll();
+            }
+        }
     }
 
     /// Whether the calling thread is the one that initialized MPI.

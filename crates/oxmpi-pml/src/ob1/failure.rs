@@ -3,14 +3,17 @@
 
 use super::*;
 
-/// Whether no member of `comm` but this rank is alive: an
-/// `MPI_ANY_SOURCE` receive on it can then never match (a message from
-/// this rank itself would need a send this rank has not made).
+/// Whether no member of `comm` that could send to this rank is alive: an
+/// `MPI_ANY_SOURCE` receive on it can then never match. On an
+/// intracommunicator this rank itself does not count (a message from it
+/// would need a send this rank has not made); on an intercommunicator
+/// every rank of `world` is a remote process.
 pub(super) fn no_live_sender(comm: Option<&Comm>, dead: &[Option<String>]) -> bool {
     comm.is_some_and(|c| {
-        c.world.len() > 1
+        (c.inter || c.world.len() > 1)
             && c.world.iter().enumerate().all(|(i, &w)| {
-                i == c.me as usize || dead.get(w as usize).is_some_and(Option::is_some)
+                (!c.inter && i == c.me as usize)
+                    || dead.get(w as usize).is_some_and(Option::is_some)
             })
     })
 }

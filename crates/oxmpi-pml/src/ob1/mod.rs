@@ -478,6 +478,39 @@ impl<B: ?Sized + Btl> Ob1<B> {
         if me as usize >= n || world[me as usize] != self.st.me {
             return Err(err(ErrClass::Comm, "this process is not the given rank"));
         }
+        self.add_context(ctx, world, me, false)
+    }
+
+    /// Adds an intercommunicator's context: `remote` is the remote group
+    /// as world ranks (what destination and source ranks name), `me` this
+    /// process's rank in the local group (what it stamps on its sends, and
+    /// what the remote side's `remote` maps back to this process). Messages
+    /// that arrived for it already are matched now.
+    pub fn add_intercomm(&mut self, ctx: u16, remote: Vec<u32>, me: u32) -> Result<(), PmlError> {
+        if remote.is_empty() {
+            return Err(err(
+                ErrClass::Comm,
+                "an intercommunicator needs a remote group",
+            ));
+        }
+        if remote.contains(&self.st.me) {
+            return Err(err(
+                ErrClass::Comm,
+                "this process is in the remote group of its own intercommunicator",
+            ));
+        }
+        self.add_context(ctx, remote, me, true)
+    }
+
+    /// [`Ob1::add_comm`] and [`Ob1::add_intercomm`], their arguments checked.
+    fn add_context(
+        &mut self,
+        ctx: u16,
+        world: Vec<u32>,
+        me: u32,
+        inter: bool,
+    ) -> Result<(), PmlError> {
+        let n = world.len();
         if world.iter().any(|&w| w as usize >= self.st.bml.len()) {
             return Err(err(
                 ErrClass::Rank,
@@ -500,7 +533,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             .seq
             .add_context(u32::from(ctx), np)
             .map_err(|e| err(ErrClass::Intern, format!("{e:?}")))?;
-        self.st.comms[i] = Some(Comm { world, me });
+        self.st.comms[i] = Some(Comm { world, me, inter });
         let early: Vec<(MatchHdr, u32)> = std::mem::take(&mut self.st.early);
         for (m, slot) in early {
             if m.ctx == ctx {

@@ -14,9 +14,16 @@ pub(super) struct PeerEps {
 }
 
 #[derive(Clone, Debug)]
+/// A context: `world[r]` is the world rank that rank `r` names (the
+/// destination of sends, the source of receives), `me` the rank this
+/// process stamps on what it sends. For an intracommunicator `world` is
+/// the group and `world[me]` this process; for an intercommunicator
+/// (`inter`) `world` is the remote group and `me` this process's rank in
+/// the local group, which the remote side's `world` maps back to it.
 pub(super) struct Comm {
     pub(super) world: Vec<u32>,
     pub(super) me: u32,
+    pub(super) inter: bool,
 }
 
 /// Where the cancel of a rendezvous send stands.
