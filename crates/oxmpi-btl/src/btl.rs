@@ -566,9 +566,21 @@ pub trait BtlSink {
     /// An operation named by `token` finished (a `Pending` send, a put or
     /// a get), successfully or not. Called exactly once per such token.
     fn on_complete(&mut self, token: Token, result: Result<(), BtlError>);
-    /// The peer on `ep` is gone; operations in flight to it complete with
-    /// errors through `on_complete`.
+    /// The peer on `ep` is lost; operations in flight to it complete with
+    /// errors through `on_complete`. `why` is [`BtlError::PeerGone`] when
+    /// the peer's process or its connection went away, and any other error
+    /// when this process cannot reach a peer that is alive (out of
+    /// descriptors or memory): that peer does not learn of it, so the
+    /// caller treats it as a fault of this process (ob1 ends the job, as
+    /// Open MPI's `mca_pml_ob1_error_handler` does).
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError);
+    /// This process can no longer serve peers that are alive, none in
+    /// particular (a TCP listener out of descriptors cannot accept their
+    /// connections): a fault of this process, which the caller treats as
+    /// [`BtlSink::on_peer_lost`] with an error other than `PeerGone`.
+    fn on_local_fault(&mut self, why: &BtlError) {
+        let _ = why;
+    }
     /// A put from the peer on `ep` was refused here (a module with
     /// [`Caps::PUT_ORDERED`]): its data was dropped, before anything that
     /// peer sent after it is delivered.

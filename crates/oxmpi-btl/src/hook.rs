@@ -156,6 +156,9 @@ impl BtlSink for HoldingSink<'_> {
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
         self.sink.on_peer_lost(ep, why);
     }
+    fn on_local_fault(&mut self, why: &BtlError) {
+        self.sink.on_local_fault(why);
+    }
     fn on_put_refused(&mut self, ep: Endpoint) {
         self.sink.on_put_refused(ep);
     }
@@ -403,6 +406,10 @@ impl BtlSink for TracingSink<'_> {
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
         tracing::trace!(target: "oxmpi_btl::trace", btl = self.name, ?ep, %why, "peer lost");
         self.sink.on_peer_lost(ep, why);
+    }
+    fn on_local_fault(&mut self, why: &BtlError) {
+        tracing::trace!(target: "oxmpi_btl::trace", btl = self.name, %why, "local fault");
+        self.sink.on_local_fault(why);
     }
     fn on_put_refused(&mut self, ep: Endpoint) {
         tracing::trace!(target: "oxmpi_btl::trace", btl = self.name, ?ep, "put refused");

@@ -48,5 +48,12 @@ pub fn launcher_main() -> ExitCode {
             job::EXIT_LAUNCH_ERROR
         }
     };
+    // Shared-memory files of ranks that died before unlinking them (the
+    // `/dev/shm` fallback's window; memfds need nothing): their owners
+    // are gone now.
+    let reaped = oxmpi_btl::sm::segment::reap_stale_shm_files();
+    if reaped > 0 {
+        tracing::debug!("removed {reaped} stale /dev/shm segment(s)");
+    }
     ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1))
 }

@@ -43,3 +43,19 @@ pub fn fd_limit_hint() -> String {
         show(lim.maximum)
     )
 }
+
+/// `": "` and [`fd_limit_hint`] when the OS error `errno` says descriptors
+/// ran out (`EMFILE`, `ENFILE`), else nothing: for the end of a message
+/// about a failed system call.
+///
+/// ```
+/// use oxmpi_runtime::limits::errno_fd_hint;
+/// assert!(errno_fd_hint(Some(24)).contains("ulimit -n"));
+/// assert_eq!(errno_fd_hint(Some(2)), "");
+/// ```
+pub fn errno_fd_hint(errno: Option<i32>) -> String {
+    match errno {
+        Some(23 | 24) => format!(": {}", fd_limit_hint()),
+        _ => String::new(),
+    }
+}

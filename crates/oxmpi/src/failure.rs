@@ -31,6 +31,27 @@ pub(crate) fn install(pml: &oxmpi_pml::Pml<DynBtl>, modex: Arc<Mutex<Option<Mode
     pml.set_failure_notice(flag, Box::new(move || dead_ranks(&modex)));
 }
 
+/// Ends the job when this process cannot reach a live peer (out of
+/// descriptors or memory: [`oxmpi_pml::Ob1::on_local_fault`]): that peer
+/// would otherwise wait for it for ever. The launcher is told through PMI,
+/// as by `MPI_Abort`, so the message reaches the user and every rank ends.
+pub(crate) fn install_fault_hook(pml: &oxmpi_pml::Pml<DynBtl>, modex: Arc<Mutex<Option<Modex>>>) {
+    pml.with(|o| {
+        o.on_local_fault(Box::new(move |msg| {
+            tracing::error!("{msg}");
+            // The PMI connection may be another thread's right now: do not
+            // wait for it with the engine held.
+            if let Ok(mut g) = modex.try_lock() {
+                if let Some(m) = g.as_mut() {
+                    m.pmi_mut().abort(1, msg)
+                }
+            }
+            eprintln!("oxmpi: {msg}");
+            std::process::exit(1)
+        }))
+    });
+}
+
 /// The dead ranks the launcher lists; `None` when the PMI connection is busy
 /// (another thread's call) and the question must wait.
 fn dead_ranks(modex: &Mutex<Option<Modex>>) -> Option<Vec<u32>> {

@@ -193,6 +193,7 @@ impl Runtime {
         };
         if !singleton {
             crate::failure::install(&rt.pml, Arc::clone(&rt.modex));
+            crate::failure::install_fault_hook(&rt.pml, Arc::clone(&rt.modex));
         }
         if async_progress {
             rt.driver.start_always(&rt.pml);

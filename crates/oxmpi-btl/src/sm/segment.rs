@@ -26,8 +26,8 @@
 //!   **Residual leak window:** if every process holding it is killed with
 //!   SIGKILL between [`Segment::create`] and [`Segment::unlink_name`], the file
 //!   stays in `/dev/shm` until someone removes it. The name carries the owner's
-//!   uid and pid so that [`reap_stale_shm_files`] (run by a launcher or by the
-//!   next job) can remove the files of dead owners.
+//!   uid and pid so that [`reap_stale_shm_files`] (run by `oxmpirun` when a
+//!   job ends) can remove the files of dead owners.
 //!
 //! # Checking a card from a peer
 //!

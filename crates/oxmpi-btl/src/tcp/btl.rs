@@ -85,6 +85,9 @@ pub struct TcpBtl {
     pub(super) accept_seq: u64,
     /// Running out of descriptors on accept was reported.
     pub(super) said_out_of_fds: bool,
+    /// A fault of this process for the next progress to report
+    /// ([`BtlSink::on_local_fault`]).
+    pub(super) fault: Option<BtlError>,
     /// Our connections in `Connecting`/`AwaitAck`.
     pub(super) connecting: usize,
     /// Peers in `Waiting`.
@@ -161,10 +164,14 @@ impl TcpBtl {
         let frame_max = cfg.frame_max();
         let mut out = Vec::with_capacity(n);
         for (i, (fd, k, link)) in listeners.into_iter().enumerate() {
-            let poll = Poll::new().map_err(|e| BtlError::Io(format!("epoll: {e}")))?;
+            let io = |what: &str, e: std::io::Error| {
+                let hint = oxmpi_runtime::limits::errno_fd_hint(e.raw_os_error());
+                BtlError::Io(format!("{what}: {e}{hint}"))
+            };
+            let poll = Poll::new().map_err(|e| io("epoll", e))?;
             poll.registry()
                 .register(&mut SourceFd(&fd.as_raw_fd()), LISTENER, Interest::READABLE)
-                .map_err(|e| BtlError::Io(format!("epoll register: {e}")))?;
+                .map_err(|e| io("epoll register", e))?;
             let e = entries[i];
             out.push(TcpBtl {
                 rank: cfg.rank,
@@ -195,6 +202,7 @@ impl TcpBtl {
                 hello_order: VecDeque::new(),
                 accept_seq: 0,
                 said_out_of_fds: false,
+                fault: None,
                 connecting: 0,
                 waiting: 0,
                 books: Books {
@@ -694,6 +702,10 @@ impl Btl for TcpBtl {
         }
         while let Some((ep, why)) = self.books.lost.pop_front() {
             sink.on_peer_lost(ep, &why);
+            n += 1;
+        }
+        if let Some(why) = self.fault.take() {
+            sink.on_local_fault(&why);
             n += 1;
         }
         while let Some((t, r)) = self.books.completions.pop_front() {

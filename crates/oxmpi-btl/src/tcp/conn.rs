@@ -184,6 +184,18 @@ impl TcpBtl {
 
     /// The peer is lost: report once, fail its queued fragments, close.
     pub(super) fn lose_peer(&mut self, ep: Endpoint, why: String) {
+        self.lose(ep, why, false);
+    }
+
+    /// The peer cannot be reached for a reason of this process (out of
+    /// descriptors or memory): lost as by [`Self::lose_peer`], but reported
+    /// as [`BtlError::Io`], not `PeerGone`, because the peer is alive and
+    /// will not learn of it (the PML treats that as fatal to the job).
+    pub(super) fn lose_peer_local(&mut self, ep: Endpoint, why: String) {
+        self.lose(ep, why, true);
+    }
+
+    fn lose(&mut self, ep: Endpoint, why: String, local: bool) {
         let Some(p) = self.peers.get_mut(ep.0 as usize) else {
             return;
         };
@@ -198,7 +210,11 @@ impl TcpBtl {
         };
         tracing::debug!(rank = self.rank, peer = p.rank, "tcp: peer lost: {why}");
         p.state = PeerState::Gone(why.clone());
-        let err = BtlError::PeerGone(ep, why);
+        let err = if local {
+            BtlError::Io(why)
+        } else {
+            BtlError::PeerGone(ep, why)
+        };
         self.books.fail_all(p, &err);
         self.books.lost.push_back((ep, err));
         if let Some(s) = slot {
@@ -293,14 +309,20 @@ impl TcpBtl {
         let fd = match connect_socket(self.iface.addr, target, self.sndbuf, self.rcvbuf) {
             Ok(fd) => fd,
             Err(e) => {
-                let hint = match e.raw_os_error() {
-                    23 | 24 => format!(": {}", oxmpi_runtime::limits::fd_limit_hint()),
-                    _ => String::new(),
+                let (hint, local) = match e.raw_os_error() {
+                    23 | 24 => (
+                        format!(": {}", oxmpi_runtime::limits::fd_limit_hint()),
+                        true,
+                    ),
+                    12 | 105 => (String::new(), true),
+                    _ => (String::new(), false),
                 };
-                self.lose_peer(
-                    ep,
-                    format!("connecting to rank {rank} at {target}: {e}{hint}"),
-                );
+                let why = format!("connecting to rank {rank} at {target}: {e}{hint}");
+                if local {
+                    self.lose_peer_local(ep, why);
+                } else {
+                    self.lose_peer(ep, why);
+                }
                 return;
             }
         };
@@ -364,14 +386,18 @@ impl TcpBtl {
                 Err(Errno::CONNABORTED) => continue,
                 Err(e @ (Errno::MFILE | Errno::NFILE)) => {
                     // Said once: the listener stays readable, and every
-                    // progress call would say it again.
+                    // progress call would say it again. A peer whose
+                    // connection is not accepted waits for its HELLO to
+                    // time out: a fault of this process, reported.
                     if !self.said_out_of_fds {
                         self.said_out_of_fds = true;
-                        tracing::error!(
+                        let why = format!(
                             "tcp: accept on {}: {e}: {}",
                             self.listen_addr,
                             oxmpi_runtime::limits::fd_limit_hint()
                         );
+                        tracing::error!("{why}");
+                        self.fault = Some(BtlError::Io(why));
                     }
                     return;
                 }

@@ -151,7 +151,10 @@ impl IfFilter {
 /// Every interface that is up with an IPv4 address, in the kernel's order.
 pub fn system_interfaces() -> Result<Vec<Interface>, BtlError> {
     use nix::net::if_::InterfaceFlags;
-    let addrs = nix::ifaddrs::getifaddrs().map_err(|e| BtlError::Io(format!("getifaddrs: {e}")))?;
+    let addrs = nix::ifaddrs::getifaddrs().map_err(|e| {
+        let hint = oxmpi_runtime::limits::errno_fd_hint(Some(e as i32));
+        BtlError::Io(format!("getifaddrs: {e}{hint}"))
+    })?;
     let mut out = Vec::new();
     for a in addrs {
         if !a.flags.contains(InterfaceFlags::IFF_UP) {

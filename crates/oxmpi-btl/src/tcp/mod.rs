@@ -69,7 +69,9 @@
 //! EOF or an error on a peer's connection (or a refused connect) makes the
 //! peer lost: [`BtlSink::on_peer_lost`] once, every queued fragment with a
 //! token completes with [`BtlError::PeerGone`], and later operations to
-//! that endpoint return `PeerGone`. [`Btl::del_peer`] completes queued
+//! that endpoint return `PeerGone`. A connect that fails for want of
+//! descriptors or memory here loses the peer the same way but reports
+//! [`BtlError::Io`]: the peer is alive, and the fault is this process's. [`Btl::del_peer`] completes queued
 //! tokens with `PeerGone` too, without reporting the peer lost.
 //!
 //! # Capabilities

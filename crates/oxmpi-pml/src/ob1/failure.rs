@@ -18,7 +18,53 @@ pub(super) fn no_live_sender(comm: Option<&Comm>, dead: &[Option<String>]) -> bo
     })
 }
 
+/// What [`Ob1::on_local_fault`] is given: called with the message.
+pub type LocalFaultHook = Box<dyn Fn(&str) + Send>;
+
+/// [`Ob1::on_local_fault`]'s hook, if one was set.
+#[derive(Default)]
+pub(crate) struct FaultHook(pub(super) Option<LocalFaultHook>);
+
+impl std::fmt::Debug for FaultHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "FaultHook(set)"
+        } else {
+            "FaultHook(none)"
+        })
+    }
+}
+
 impl State {
+    /// A BTL lost world rank `peer` (`e` says why): a peer that is gone
+    /// ([`BtlError::PeerGone`]) fails what needs it; any other error is a
+    /// fault of this process towards a live peer, reported to the hook
+    /// first ([`Ob1::on_local_fault`]).
+    pub(super) fn peer_unreachable(&mut self, peer: u32, e: &BtlError) {
+        if !matches!(e, BtlError::PeerGone(..)) {
+            self.local_fault(Some(peer), e);
+        }
+        self.peer_failed(peer, &e.to_string());
+    }
+
+    /// This process failed towards live world rank `peer` (`None`: live
+    /// peers in general), for reason `e`: tell the hook, if any
+    /// ([`Ob1::on_local_fault`]).
+    #[cold]
+    pub(super) fn local_fault(&self, peer: Option<u32>, e: &BtlError) {
+        let Some(hook) = &self.local_fault.0 else {
+            tracing::debug!(?peer, "fault of this process: {e}");
+            return;
+        };
+        match peer {
+            Some(p) if self.dead[p as usize].is_none() => {
+                hook(&format!("rank {} cannot reach rank {p}: {e}", self.me));
+            }
+            Some(_) => {}
+            None => hook(&format!("rank {}: {e}", self.me)),
+        }
+    }
+
     pub(super) fn fail(&mut self, r: ReqRef, class: ErrClass, why: &str) {
         tracing::debug!(?r, ?class, "request failed: {why}");
         if let Some(q) = self.reqs.get_mut(r) {
@@ -51,11 +97,16 @@ impl State {
         self.fail_btl(send_req, e);
     }
 
+    /// A BTL operation of request `r` failed: a peer that is gone fails
+    /// everything that needs it; a send that failed for a reason of this
+    /// process (a system call: [`BtlError::Io`]) leaves a live receiver
+    /// waiting, a local fault.
     pub(super) fn fail_btl(&mut self, r: ReqRef, e: &BtlError) {
-        if let BtlError::PeerGone(..) = e {
-            if let Some(s) = self.reqs.send(r) {
-                let p = s.peer;
-                self.peer_failed(p, &e.to_string());
+        if let Some(p) = self.reqs.send(r).map(|s| s.peer) {
+            match e {
+                BtlError::PeerGone(..) => self.peer_failed(p, &e.to_string()),
+                BtlError::Io(_) => self.local_fault(Some(p), e),
+                _ => {}
             }
         }
         self.fail(r, btl_err(e), &e.to_string());

@@ -169,8 +169,12 @@ impl BtlSink for Sink<'_> {
 
     fn on_peer_lost(&mut self, ep: Endpoint, why: &BtlError) {
         if let Some(peer) = self.st.peer_by_ep(self.btl, ep) {
-            self.st.peer_failed(peer, &why.to_string());
+            self.st.peer_unreachable(peer, why);
         }
+    }
+
+    fn on_local_fault(&mut self, why: &BtlError) {
+        self.st.local_fault(None, why);
     }
 
     fn on_put_refused(&mut self, ep: Endpoint) {

@@ -413,8 +413,20 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 bsend: None,
                 dereg: Vec::new(),
                 rcache,
+                local_fault: failure::FaultHook::default(),
             },
         })
+    }
+
+    /// What to do when a BTL cannot reach a peer that is alive for a
+    /// reason of this process (out of descriptors or memory, a segment
+    /// that will not map): that peer is not told and would wait for this
+    /// one for ever, so the runtime ends the job with `hook`'s message, as
+    /// Open MPI's `mca_pml_ob1_error_handler` aborts. Without a hook (the
+    /// simulated worlds), the peer only counts as lost here: requests that
+    /// need it fail with `MPI_ERR_PROC_FAILED`.
+    pub fn on_local_fault(&mut self, hook: failure::LocalFaultHook) {
+        self.st.local_fault = failure::FaultHook(Some(hook));
     }
 
     /// The clock the engine reads (the wall clock unless set): a simulated

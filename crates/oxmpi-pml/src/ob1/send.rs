@@ -565,7 +565,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
             Ok(()) => return,
             Err(BtlError::NoResource) => {}
             Err(e) => {
-                st.peer_failed(peer, &e.to_string());
+                st.peer_unreachable(peer, &e);
                 return;
             }
         }
@@ -590,7 +590,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                     Err((d, e)) => {
                         st.free_tok(tok);
                         btls[b].free(d);
-                        st.peer_failed(peer, &e.to_string());
+                        st.peer_unreachable(peer, &e);
                     }
                 }
             }
@@ -598,7 +598,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 st.counters.no_resource += 1;
                 st.pending.push_back(retry(hdr));
             }
-            Err(e) => st.peer_failed(peer, &e.to_string()),
+            Err(e) => st.peer_unreachable(peer, &e),
         }
     }
 

@@ -66,6 +66,9 @@ pub(crate) struct State {
     pub(super) bsend: Option<Bsend>,
     pub(super) dereg: Vec<(usize, RegId)>,
     pub(super) rcache: Rcache,
+    /// Called when this process cannot reach a live peer
+    /// ([`Ob1::on_local_fault`]).
+    pub(super) local_fault: failure::FaultHook,
 }
 
 /// Ranks a small receive from any source reads at least (one read each,
