@@ -12,6 +12,8 @@ use crate::ops::{apply, kernel, Kernel};
 use crate::p2p::count64;
 use crate::state::{state, CommObj};
 
+mod inter;
+
 /// `MPI_IN_PLACE`.
 const IN_PLACE: *const c_void = 1 as *const c_void;
 const TAG: i32 = 0;
@@ -302,6 +304,10 @@ struct Args {
 /// # Safety
 /// As for `MPI_Gather`.
 unsafe fn gather_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: forwarded.
+        return unsafe { inter::gather(&c, a, root) };
+    }
     let c = state()?.intra_comm(comm)?;
     let is_root = c.coll.rank() == root;
     let st = dt_opt(a.sdt, !(is_root && a.sbuf == IN_PLACE))?;
@@ -317,6 +323,10 @@ unsafe fn gather_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
 /// # Safety
 /// As for `MPI_Scatter`.
 unsafe fn scatter_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: forwarded.
+        return unsafe { inter::scatter(&c, a, root) };
+    }
     let c = state()?.intra_comm(comm)?;
     let is_root = c.coll.rank() == root;
     let st = dt_opt(a.sdt, is_root)?;
@@ -332,6 +342,10 @@ unsafe fn scatter_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> 
 /// # Safety
 /// As for `MPI_Allgather`.
 unsafe fn allgather_entry(a: Args, comm: usize) -> Result<(), Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: forwarded.
+        return unsafe { inter::allgather(&c, a) };
+    }
     let c = state()?.intra_comm(comm)?;
     let me = c.coll.rank();
     let rt = state()?.datatype(a.rdt)?;
@@ -363,6 +377,10 @@ unsafe fn allgather_entry(a: Args, comm: usize) -> Result<(), Error> {
 /// # Safety
 /// As for `MPI_Alltoall`.
 unsafe fn alltoall_entry(a: Args, comm: usize) -> Result<(), Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: forwarded.
+        return unsafe { inter::alltoall(&c, a) };
+    }
     let c = state()?.intra_comm(comm)?;
     let (me, n) = (c.coll.rank(), c.coll.size());
     let rt = state()?.datatype(a.rdt)?;
@@ -415,6 +433,10 @@ unsafe fn allreduce_entry(
     op: usize,
     comm: usize,
 ) -> Result<(), Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: forwarded.
+        return unsafe { inter::allreduce(&c, sbuf, rbuf, n, dt, op) };
+    }
     let c = state()?.intra_comm(comm)?;
     let n = count64(n)?;
     let src = if sbuf == IN_PLACE && c.coll.rank() != 0 {
@@ -442,6 +464,10 @@ unsafe fn reduce_entry(
     root: c_int,
     comm: usize,
 ) -> Result<(), Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: forwarded.
+        return unsafe { inter::reduce(&c, sbuf, rbuf, n, dt, op, root) };
+    }
     let c = state()?.intra_comm(comm)?;
     // SAFETY: forwarded.
     unsafe { reduce(&c, sbuf, rbuf, count64(n)?, dt, op, root) }
@@ -458,6 +484,10 @@ unsafe fn bcast_entry(
     root: c_int,
     comm: usize,
 ) -> Result<(), Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: forwarded.
+        return unsafe { inter::bcast(&c, buf, n, dt, root) };
+    }
     let c = state()?.intra_comm(comm)?;
     // SAFETY: forwarded.
     unsafe { bcast(&c, buf, count64(n)?, dt, root) }
