@@ -30,6 +30,7 @@ pub mod env;
 pub mod errcode;
 pub mod errh;
 pub mod info;
+pub mod ops;
 pub mod p2p;
 pub mod part;
 pub mod session;

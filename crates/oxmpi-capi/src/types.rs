@@ -97,9 +97,12 @@ pub enum Num {
     F32,
     /// `double`.
     F64,
-    /// A (value, int index) pair for MINLOC/MAXLOC: value kind, offset of
-    /// the index, extent.
-    Pair(&'static Num, usize, usize),
+    /// A (value, index) pair for MINLOC/MAXLOC: value kind, index kind
+    /// (`int`, or for `MPI_2REAL` and `MPI_2DOUBLE_PRECISION` the value's),
+    /// offset of the index, extent.
+    Pair(&'static Num, &'static Num, usize, usize),
+    /// IEEE binary16 (`MPI_REAL2`).
+    F16,
     /// `long double`: the x87 80-bit format in 16 bytes (x86-64 only).
     F80,
     /// A complex number: the real part, then the imaginary part, each of
@@ -114,7 +117,8 @@ impl Num {
             Num::I(n) | Num::U(n) => n,
             Num::F32 => 4,
             Num::F64 => 8,
-            Num::Pair(_, _, ext) => ext,
+            Num::Pair(_, _, _, ext) => ext,
+            Num::F16 => 2,
             Num::F80 => 16,
             Num::Complex(part) => 2 * part.size(),
         }
@@ -155,6 +159,7 @@ pub const fn num_kind(h: usize) -> Option<Num> {
     static I8: Num = Num::I(8);
     static F4: Num = Num::F32;
     static F8: Num = Num::F64;
+    static F2: Num = Num::F16;
     #[cfg(target_arch = "x86_64")]
     static F10: Num = Num::F80;
     Some(match h {
@@ -169,11 +174,19 @@ pub const fn num_kind(h: usize) -> Option<Num> {
         0x21e | 0x240 | 0x243 | 0x244 | 0x2c0 | 0x2c1 => Num::I(1),
         0x238 | 0x239 => Num::U(1),
         0x241 | 0x245 | 0x247 => Num::U(1),
-        0x228 => Num::Pair(&F4, 4, 8),
-        0x229 => Num::Pair(&F8, 8, 16),
-        0x22a => Num::Pair(&I8, 8, 16),
-        0x22b | 0x232 => Num::Pair(&I4, 4, 8),
-        0x22c => Num::Pair(&I2, 4, 8),
+        0x228 => Num::Pair(&F4, &I4, 4, 8),
+        0x229 => Num::Pair(&F8, &I4, 8, 16),
+        0x22a => Num::Pair(&I8, &I4, 8, 16),
+        0x22b | 0x232 => Num::Pair(&I4, &I4, 4, 8),
+        0x22c => Num::Pair(&I2, &I4, 4, 8),
+        // MPI_2REAL, MPI_2DOUBLE_PRECISION: the index is of the value's type.
+        0x230 => Num::Pair(&F4, &F4, 4, 8),
+        0x231 => Num::Pair(&F8, &F8, 8, 16),
+        // MPI_LOGICAL16, MPI_INTEGER16.
+        0x2e0 | 0x2e1 => Num::I(16),
+        // MPI_REAL2, MPI_COMPLEX4.
+        0x2ca => Num::F16,
+        0x2d3 => Num::Complex(&F2),
         // MPI_C_FLOAT_COMPLEX, MPI_CXX_FLOAT_COMPLEX, MPI_COMPLEX,
         // MPI_COMPLEX8; the double ones; the long double ones.
         0x212 | 0x213 | 0x21b | 0x2db => Num::Complex(&F4),
@@ -183,7 +196,7 @@ pub const fn num_kind(h: usize) -> Option<Num> {
         #[cfg(target_arch = "x86_64")]
         0x224 | 0x225 => Num::Complex(&F10),
         #[cfg(target_arch = "x86_64")]
-        0x22d => Num::Pair(&F10, 16, 32),
+        0x22d => Num::Pair(&F10, &I4, 16, 32),
         _ => return None,
     })
 }

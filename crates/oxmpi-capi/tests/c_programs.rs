@@ -331,13 +331,14 @@ fn c_test_suite() {
     programs.sort();
     assert!(programs.len() >= 10, "built only {programs:?}");
     // The programs that also run on one rank (their header comments say so).
-    const ONE_RANK: [&str; 6] = [
+    const ONE_RANK: [&str; 7] = [
         "env",
         "errhandlers",
         "attrs",
         "info",
         "sessions",
         "unsupported",
+        "reduce_ops",
     ];
     let mut failures = Vec::new();
     for exe in &programs {

@@ -1112,6 +1112,32 @@ impl<'u, L: Level> Communicator<'u, L> {
         self.remote.as_ref().map(|r| r.len() as i32)
     }
 
+    /// An intercommunicator's local group as an intracommunicator on the
+    /// local group's own context (`None` for an intracommunicator): for
+    /// the intercommunicator collectives' traffic within one group (the C
+    /// layer uses its shadow's). It shares its internal context with this
+    /// intercommunicator's local agreements, so it must not be used to
+    /// create communicators, nor while one is being created on this
+    /// intercommunicator.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert!(universe.world().local_group_comm().is_none());
+    /// ```
+    pub fn local_group_comm(&self) -> Option<Communicator<'u, L>> {
+        self.remote.as_ref()?;
+        Some(Communicator {
+            u: self.u,
+            ctx: self.local_ctx,
+            ranks: self.ranks.clone(),
+            rank: self.rank,
+            p2p_size: self.ranks.len() as i32,
+            remote: None,
+            local_ctx: self.local_ctx,
+            unit: self.unit.clone(),
+        })
+    }
+
     /// An intercommunicator's remote group (`MPI_Comm_remote_group`;
     /// `None` for an intracommunicator).
     ///
