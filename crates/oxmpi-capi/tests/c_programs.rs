@@ -331,7 +331,10 @@ fn c_test_suite() {
     programs.sort();
     assert!(programs.len() >= 10, "built only {programs:?}");
     // The programs that also run on one rank (their header comments say so).
-    const ONE_RANK: [&str; 6] = [
+    const ONE_RANK: [&str; 9] = [
+        "coll_v",
+        "nbc",
+        "coll_persistent",
         "env",
         "errhandlers",
         "attrs",
