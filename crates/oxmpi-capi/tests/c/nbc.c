@@ -10,8 +10,8 @@
  *  - the same started in opposite orders on two communicators (a dup), even
  *    ranks completing one communicator's first and odd ranks the other's;
  *  - Test loops (with Request_get_status) and Waitany/Testsome over
- *    collective requests; Ibarrier that does not complete before the last
- *    rank arrives;
+ *    collective requests; an Ibarrier tested 100 times, incomplete, by
+ *    every rank before rank 0 enters it;
  *  - argument errors: MPI_ERR_ROOT, MPI_ERR_COMM (strict: MPI_ERR_COUNT,
  *    MPI_ERR_TYPE, MPI_ERR_OP), and communication afterwards.
  *
@@ -94,15 +94,24 @@ static void t_test_loops(void)
     CHECK(flag && q == MPI_REQUEST_NULL, "Test after get_status");
     CHECK(s == np - 1, "allreduce max %d", s);
 
-    /* Ibarrier: rank 0 arrives late; nobody completes before it */
-    double t0 = MPI_Wtime();
-    if (me == 0)
-        sleep_ms(100);
-    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &q));
-    flag = 0;
-    while (!flag)
-        MPI_CHECK(MPI_Test(&q, &flag, MPI_STATUS_IGNORE));
-    CHECK(np == 1 || MPI_Wtime() - t0 >= 0.05, "Ibarrier completed before rank 0 arrived");
+    /* Ibarrier: rank 0 enters only after every other rank has entered and
+     * tested it 100 times, each time incomplete */
+    if (me == 0) {
+        for (int q2 = 1; q2 < np; q2++)
+            MPI_CHECK(MPI_Recv(NULL, 0, MPI_INT, MPI_ANY_SOURCE, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &q));
+        MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+    } else {
+        MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &q));
+        for (int i = 0; i < 100; i++) {
+            MPI_CHECK(MPI_Test(&q, &flag, MPI_STATUS_IGNORE));
+            CHECK(!flag, "Ibarrier completed before rank 0 entered it");
+        }
+        MPI_CHECK(MPI_Send(NULL, 0, MPI_INT, 0, 9, MPI_COMM_WORLD));
+        flag = 0;
+        while (!flag)
+            MPI_CHECK(MPI_Test(&q, &flag, MPI_STATUS_IGNORE));
+    }
 
     /* Waitany and Testsome over collective requests */
     int v[3] = {me, me + 1, me + 2}, w[3];
