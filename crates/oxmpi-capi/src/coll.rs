@@ -57,6 +57,23 @@ fn check_root(c: &CommObj, root: c_int) -> Result<(), Error> {
     Ok(())
 }
 
+/// A reduction for the collective schedules ([`crate::sched`]): the
+/// kernel of a datatype and an operation, checked as `MPI_Reduce` checks
+/// them.
+pub(crate) struct Reduction(Kernel);
+
+impl Reduction {
+    /// The reduction of datatype handle `dt` by operation handle `op`.
+    pub(crate) fn new(dt: usize, op: usize) -> Result<Reduction, Error> {
+        kernel(dt, op).map(Reduction)
+    }
+
+    /// `inout = x op inout` over `n` elements (memory images).
+    pub(crate) fn apply(&self, x: &mut [u8], inout: &mut [u8], n: usize) -> Result<(), Error> {
+        apply(&self.0, x, inout, n)
+    }
+}
+
 /// Copies `n` elements of `st` at `src` to `m` elements of `rt` at `dst`
 /// (a local transfer through the convertor: a send to self).
 fn local_copy(c: &CommObj, src: RawBuffer, dst: RawBuffer) -> Result<(), Error> {

@@ -96,6 +96,7 @@ pub(crate) fn register_with(
         errh: Mutex::new(errh),
         name: Mutex::new(String::new()),
         topo,
+        coll_seq: Default::default(),
     };
     Ok(lock(&s.comms).insert(Arc::new(obj)))
 }

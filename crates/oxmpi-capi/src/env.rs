@@ -119,6 +119,7 @@ pub fn ensure_runtime(provided: c_int, confine: bool) -> Result<&'static State, 
             errh: Mutex::new(ERRORS_ARE_FATAL),
             name: Mutex::new(name.to_string()),
             topo: None,
+            coll_seq: Default::default(),
         }))
     };
     if confine {

@@ -12,6 +12,9 @@
 //! `MPI_Error_string` gives, naming the call and the cause; a handler the
 //! program created is called with the communicator and that code).
 //! Errors of calls without a communicator use `MPI_COMM_WORLD`'s handler.
+//! Collectives: the blocking ones of `coll` (linear), and every
+//! non-blocking, persistent and v/w/scan collective as a schedule of
+//! point-to-point rounds advanced by progress ([`sched`], [`nbc`]).
 //! One-sided communication, MPI-IO and dynamic process management are not
 //! implemented: their functions fail with `MPI_ERR_UNSUPPORTED_OPERATION`
 //! ([`unsupported`]).
@@ -30,9 +33,11 @@ pub mod env;
 pub mod errcode;
 pub mod errh;
 pub mod info;
+pub mod nbc;
 pub mod ops;
 pub mod p2p;
 pub mod part;
+pub mod sched;
 pub mod session;
 pub mod state;
 pub mod topo;

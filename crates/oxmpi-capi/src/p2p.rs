@@ -269,7 +269,7 @@ pub fn request_comm(h: usize) -> Option<usize> {
     }
     let s = crate::state::state_any()?;
     match lock(&s.requests).get(h)? {
-        ReqObj::Op(_, c) | ReqObj::Persistent(_, c) => Some(*c),
+        ReqObj::Op(_, c) | ReqObj::Persistent(_, c) | ReqObj::Coll(_, c) => Some(*c),
         ReqObj::Pair(p) => Some(p.comm),
         ReqObj::Greq(_) | ReqObj::Done(..) => None,
     }
@@ -437,6 +437,19 @@ fn complete(obj: ReqObj, block: bool) -> Result<(Outcome, Option<ReqObj>), ReqOb
             Ok((o, None))
         }
         ReqObj::Done(st, err) => Ok(((st, err.map(|e| *e)), None)),
+        ReqObj::Coll(r, c) => {
+            // An inactive persistent collective: the empty status.
+            if r.persistent() && !r.is_active() {
+                return Ok(((CStatus::empty(), None), Some(ReqObj::Coll(r, c))));
+            }
+            match r.complete(block) {
+                None => Err(ReqObj::Coll(r, c)),
+                Some(e) => {
+                    let keep = r.persistent().then(|| ReqObj::Coll(r, c));
+                    Ok(((CStatus::empty(), e), keep))
+                }
+            }
+        }
         ReqObj::Greq(g) => {
             while block && !g.is_complete() {
                 std::thread::yield_now();
@@ -646,6 +659,7 @@ unsafe fn sweep(
                 active |= crate::part::armed(h).is_some();
                 continue;
             }
+            Some(ReqObj::Coll(c, _)) if c.persistent() && !c.is_active() => continue,
             Some(ReqObj::Op(r, _)) => Some(r.completed()),
             Some(_) => None,
         };
@@ -814,8 +828,11 @@ fn is_active(h: usize) -> bool {
         return false;
     };
     let t = lock(&s.requests);
-    !matches!(t.get(h), Some(ReqObj::Persistent(q, _)) if !q.is_active())
-        || crate::part::armed(h).is_some()
+    match t.get(h) {
+        Some(ReqObj::Persistent(q, _)) => q.is_active() || crate::part::armed(h).is_some(),
+        Some(ReqObj::Coll(c, _)) => !c.persistent() || c.is_active(),
+        _ => true,
+    }
 }
 
 /// `MPI_Request_get_status` of handle `req` without a progress pass: its
@@ -834,6 +851,7 @@ fn peek(req: usize) -> Result<Option<Outcome>, Error> {
             (!p.is_active() && crate::part::armed(req).is_none()) || p.is_complete()
         }
         Some(ReqObj::Greq(g)) => g.is_complete(),
+        Some(ReqObj::Coll(c, _)) => !c.is_active() || c.is_complete(),
         Some(ReqObj::Done(..)) => true,
         None => {
             return Err(Error::new(
@@ -1501,8 +1519,14 @@ entry! {
         if crate::part::start(h)? == Some(true) {
             return Ok(());
         }
-        match lock(&s.requests).get_mut(h) {
+        let mut t = lock(&s.requests);
+        match t.get_mut(h) {
             Some(ReqObj::Persistent(p, _)) => p.start(),
+            Some(ReqObj::Coll(c, _)) if c.persistent() => {
+                let c = c.clone();
+                drop(t);
+                c.start()
+            }
             _ => Err(Error::new(ErrorClass::Request, format!("{h:#x} is not a persistent request"))),
         }
     }
@@ -1577,6 +1601,13 @@ entry! {
             unsafe { *req = REQUEST_NULL };
             return Ok(());
         }
+        // Freeing an active collective is erroneous (MPI 4.1 §6.12):
+        // refused, the request left as it was.
+        if let Some(ReqObj::Coll(c, _)) = t.get(h) {
+            if c.is_active() {
+                return Err(Error::new(ErrorClass::Request, "MPI_Request_free of an active collective"));
+            }
+        }
         let obj = t
             .remove(h)
             .ok_or_else(|| Error::new(ErrorClass::Request, format!("invalid request handle {h:#x}")))?;
@@ -1594,7 +1625,7 @@ entry! {
                 // The send may still read the copy: it must outlive it.
                 std::mem::forget(keep);
             }
-            ReqObj::Done(..) => {}
+            ReqObj::Done(..) | ReqObj::Coll(..) => {}
             ReqObj::Greq(_) => unreachable!("generalized requests are freed above"),
         }
         // SAFETY: as above.
@@ -1912,6 +1943,7 @@ entry! {
                     (!p.is_active() && crate::part::armed(h).is_none()) || p.is_complete()
                 }
                 Some(ReqObj::Greq(g)) => g.is_complete(),
+                Some(ReqObj::Coll(c, _)) => !c.is_active() || c.is_complete(),
                 Some(ReqObj::Done(..)) | None => true,
             };
             done && all
@@ -2054,6 +2086,9 @@ entry! {
             Some(ReqObj::Pair(p)) => return p.send.cancel().and(p.recv.cancel()),
             Some(ReqObj::Greq(g)) => g.clone(),
             Some(ReqObj::Done(..)) => return Ok(()),
+            Some(ReqObj::Coll(..)) => {
+                return Err(Error::new(ErrorClass::Request, "MPI_Cancel of a collective (erroneous)"))
+            }
             None => return Err(Error::new(ErrorClass::Request, format!("invalid request handle {h:#x}"))),
         };
         // The program's cancel function runs with the table unlocked: it

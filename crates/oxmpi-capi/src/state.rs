@@ -285,6 +285,10 @@ pub struct CommObj {
     pub name: Mutex<String>,
     /// Its process topology (`MPI_Cart_create` and the like), if any.
     pub topo: Option<crate::topo::Topo>,
+    /// Collective schedules started on it so far (`crate::sched`): each
+    /// one's tag, the same on every member because collectives are called
+    /// in the same order everywhere.
+    pub coll_seq: std::sync::atomic::AtomicU32,
 }
 
 /// A communicator looked up by handle: the predefined ones borrowed from
@@ -327,6 +331,9 @@ pub enum ReqObj {
     Pair(Box<PairReq>),
     /// A generalized request (`MPI_Grequest_start`).
     Greq(Arc<crate::p2p::Greq>),
+    /// A collective schedule (`crate::sched`): a non-blocking or persistent
+    /// collective, and its communicator's handle.
+    Coll(Arc<crate::sched::CollReq>, usize),
     /// A request already complete, with its outcome (`MPI_Buffer_iflush`,
     /// or one whose status `MPI_Request_get_status` took).
     Done(crate::p2p::CStatus, Option<Box<Error>>),

@@ -73,6 +73,8 @@ fn local(c: &CommObj) -> Result<CommObj, Error> {
         errh: Mutex::new(0),
         name: Mutex::new(String::new()),
         topo: None,
+        // Only the blocking algorithms of `coll` run on it, one at a time.
+        coll_seq: Default::default(),
     })
 }
 

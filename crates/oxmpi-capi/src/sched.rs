@@ -1,0 +1,469 @@
+//! Collective schedules advanced by progress, with no helper thread (as
+//! MPICH's `MPIR_Sched` and Open MPI's libnbc): the engine under the
+//! non-blocking (`MPI_Ibcast`, ...), persistent (`MPI_Bcast_init`, ...)
+//! and the v/w/scan collectives ([`crate::nbc`]).
+//!
+//! A schedule is a sequence of rounds; a round holds point-to-point sends
+//! and receives over the communicator's collective shadow (`CommObj::coll`)
+//! and then local steps (a reduction `inout = in op inout` with the
+//! operation's kernel). Copies are sends to oneself. A round starts when
+//! the previous one has completed whole. Every message of one collective
+//! carries the tag taken from the communicator's sequence of collectives
+//! when it was started (for a persistent one: when it was initialized),
+//! in `TAG_BASE..`: outstanding collectives on one communicator never
+//! match each other's messages, nor the blocking collectives' (tags 0-2).
+//! The schedule owns its temporary buffers.
+//!
+//! Active schedules are registered ([`ACTIVE`]); every test or wait of any
+//! collective request, and every collective started, advances all of them
+//! ([`advance_all`]), so collectives completed in any order on different
+//! ranks still progress. A failed transfer (`MPI_ERR_PROC_FAILED` from a
+//! dead peer, ...) completes the collective with that error at once: what
+//! is still in flight is cancelled (receives) or left to finish, and the
+//! temporary buffers it may still touch are leaked, never freed under it.
+//! Blocking point-to-point calls (`MPI_Recv`, `MPI_Wait` on a receive) do
+//! not advance schedules.
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use oxmpi::{Error, ErrorClass, RawBuffer, SendMode, UserDatatype};
+
+use crate::coll::Reduction;
+use crate::state::{lock, state, CommRef, Op};
+
+/// Tags of collective schedules: `TAG_BASE + sequence number mod TAG_SPAN`.
+const TAG_BASE: i32 = 1 << 30;
+/// See [`TAG_BASE`].
+const TAG_SPAN: u32 = 1 << 30;
+
+/// Where a buffer of a step is.
+#[derive(Clone, Copy, Debug)]
+pub enum Loc {
+    /// The program's memory, at this address.
+    User(usize),
+    /// Temporary buffer `.0` of the schedule, at byte offset `.1`.
+    Tmp(usize, isize),
+}
+
+impl Loc {
+    /// The location `off` bytes further.
+    pub fn at(self, off: isize) -> Loc {
+        match self {
+            Loc::User(a) => Loc::User(a.wrapping_add_signed(off)),
+            Loc::Tmp(i, o) => Loc::Tmp(i, o + off),
+        }
+    }
+
+    /// The program's address `p`.
+    pub fn user(p: *const c_void) -> Loc {
+        Loc::User(p as usize)
+    }
+}
+
+/// A point-to-point transfer of a round.
+struct Xfer {
+    send: bool,
+    peer: i32,
+    at: Loc,
+    n: usize,
+    dt: UserDatatype,
+}
+
+/// A local step: `inout = inb op inout` over `n` elements whose memory
+/// image is `len` bytes with the origin `origin` bytes in.
+struct Reduce {
+    inb: Loc,
+    inout: Loc,
+    n: usize,
+    len: usize,
+    origin: isize,
+}
+
+#[derive(Default)]
+struct Round {
+    xfers: Vec<Xfer>,
+    local: Vec<Reduce>,
+}
+
+enum Phase {
+    Inactive,
+    Running,
+    Done(Option<Error>),
+}
+
+/// A collective schedule.
+pub struct Sched {
+    c: CommRef,
+    tag: i32,
+    rounds: Vec<Round>,
+    tmp: Vec<Vec<u8>>,
+    red: Option<Reduction>,
+    at: usize,
+    reqs: Vec<Op>,
+    phase: Phase,
+}
+
+/// The memory image of `n` elements of `dt`: its length, and the offset of
+/// the origin in it (data may lie before the origin).
+pub fn image(dt: &UserDatatype, n: usize) -> Result<(usize, isize), Error> {
+    let conv = oxmpi_datatype::Convertor::new(dt.as_raw(), n)?;
+    Ok(match conv.span() {
+        Some(sp) => ((sp.end - sp.start) as usize, -sp.start),
+        None => (0, 0),
+    })
+}
+
+impl Sched {
+    /// An empty schedule on `c`, with the next tag of its sequence.
+    pub fn new(c: CommRef) -> Sched {
+        let seq = c.coll_seq.fetch_add(1, Ordering::Relaxed);
+        let tag = TAG_BASE + (seq % TAG_SPAN) as i32;
+        Sched {
+            c,
+            tag,
+            rounds: vec![Round::default()],
+            tmp: Vec::new(),
+            red: None,
+            at: 0,
+            reqs: Vec::new(),
+            phase: Phase::Inactive,
+        }
+    }
+
+    /// This rank and the communicator's size.
+    pub fn rank_size(&self) -> (i32, i32) {
+        (self.c.coll.rank(), self.c.coll.size())
+    }
+
+    /// Sets the reduction of the local steps.
+    pub(crate) fn set_reduction(&mut self, r: Reduction) {
+        self.red = Some(r);
+    }
+
+    /// A temporary buffer for `n` elements of `dt` (its origin).
+    pub fn tmp(&mut self, dt: &UserDatatype, n: usize) -> Result<Loc, Error> {
+        let (len, origin) = image(dt, n)?;
+        self.tmp.push(vec![0u8; len]);
+        Ok(Loc::Tmp(self.tmp.len() - 1, origin))
+    }
+
+    /// Ends the current round (the next steps go to a new one), unless it
+    /// is empty.
+    pub fn next(&mut self) {
+        let r = self.rounds.last().expect("a round");
+        if !(r.xfers.is_empty() && r.local.is_empty()) {
+            self.rounds.push(Round::default());
+        }
+    }
+
+    fn round(&mut self) -> &mut Round {
+        self.rounds.last_mut().expect("a round")
+    }
+
+    /// Sends `n` elements of `dt` at `at` to `peer` in the current round.
+    pub fn send(&mut self, peer: i32, at: Loc, n: usize, dt: &UserDatatype) {
+        let dt = dt.clone();
+        self.round().xfers.push(Xfer {
+            send: true,
+            peer,
+            at,
+            n,
+            dt,
+        });
+    }
+
+    /// Receives `n` elements of `dt` at `at` from `peer` in the current
+    /// round.
+    pub fn recv(&mut self, peer: i32, at: Loc, n: usize, dt: &UserDatatype) {
+        let dt = dt.clone();
+        self.round().xfers.push(Xfer {
+            send: false,
+            peer,
+            at,
+            n,
+            dt,
+        });
+    }
+
+    /// Copies `sn` of `st` at `src` to `rn` of `rt` at `dst` in the current
+    /// round (a send to oneself).
+    pub fn copy(
+        &mut self,
+        src: Loc,
+        sn: usize,
+        st: &UserDatatype,
+        dst: Loc,
+        rn: usize,
+        rt: &UserDatatype,
+    ) {
+        let me = self.c.coll.rank();
+        self.recv(me, dst, rn, rt);
+        self.send(me, src, sn, st);
+    }
+
+    /// After the current round's transfers: `inout = inb op inout` over `n`
+    /// elements of `dt` (the reduction set by [`Sched::set_reduction`]).
+    pub fn reduce(
+        &mut self,
+        inb: Loc,
+        inout: Loc,
+        n: usize,
+        dt: &UserDatatype,
+    ) -> Result<(), Error> {
+        let (len, origin) = image(dt, n)?;
+        self.round().local.push(Reduce {
+            inb,
+            inout,
+            n,
+            len,
+            origin,
+        });
+        Ok(())
+    }
+
+    fn ptr(&mut self, l: Loc) -> *mut u8 {
+        match l {
+            Loc::User(a) => a as *mut u8,
+            Loc::Tmp(i, off) => self.tmp[i].as_mut_ptr().wrapping_offset(off),
+        }
+    }
+
+    /// Posts round `self.at`'s transfers (receives first).
+    fn post(&mut self) -> Result<(), Error> {
+        let round = std::mem::take(&mut self.rounds[self.at]);
+        let r = self.post_round(&round);
+        self.rounds[self.at] = round;
+        r
+    }
+
+    fn post_round(&mut self, round: &Round) -> Result<(), Error> {
+        for x in round.xfers.iter().filter(|x| !x.send) {
+            let p = self.ptr(x.at);
+            // SAFETY: the program's buffer as the collective's arguments
+            // describe it, or a temporary buffer of the schedule, which
+            // outlives the transfer (leaked if the schedule fails first).
+            let b = unsafe { RawBuffer::new(p, x.n, &x.dt) }?;
+            let r = b.receive_from(&self.c.coll.process_at_rank(x.peer), self.tag)?;
+            self.reqs.push(r);
+        }
+        for x in round.xfers.iter().filter(|x| x.send) {
+            let p = self.ptr(x.at);
+            // SAFETY: as above.
+            let b = unsafe { RawBuffer::new(p, x.n, &x.dt) }?;
+            let r = b.send_to(
+                &self.c.coll.process_at_rank(x.peer),
+                self.tag,
+                SendMode::Standard,
+            )?;
+            self.reqs.push(r);
+        }
+        Ok(())
+    }
+
+    /// Runs round `self.at`'s local steps.
+    fn locals(&mut self) -> Result<(), Error> {
+        let round = std::mem::take(&mut self.rounds[self.at]);
+        let mut r = Ok(());
+        for s in &round.local {
+            let (a, b) = (self.ptr(s.inb), self.ptr(s.inout));
+            let red = self
+                .red
+                .as_ref()
+                .expect("a reduction step has its reduction");
+            // SAFETY: two distinct buffers holding the images of `n`
+            // elements around their origins (the program's, or temporary).
+            let (x, y) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(a.wrapping_offset(-s.origin), s.len),
+                    std::slice::from_raw_parts_mut(b.wrapping_offset(-s.origin), s.len),
+                )
+            };
+            r = red.apply(x, y, s.n);
+            if r.is_err() {
+                break;
+            }
+        }
+        self.rounds[self.at] = round;
+        r
+    }
+
+    /// Starts the schedule (its first round).
+    fn start(&mut self) {
+        self.at = 0;
+        self.phase = Phase::Running;
+        if let Err(e) = self.post() {
+            self.fail(e);
+        }
+        self.advance();
+    }
+
+    /// Completes the schedule with error `e`: receives still in flight
+    /// are cancelled, everything in flight is left to finish on its own,
+    /// and the temporary buffers it may touch are leaked.
+    fn fail(&mut self, e: Error) {
+        if !self.reqs.is_empty() {
+            for r in self.reqs.drain(..) {
+                let _ = r.cancel();
+                r.free();
+            }
+            let lens: Vec<usize> = self.tmp.iter().map(Vec::len).collect();
+            std::mem::forget(std::mem::replace(
+                &mut self.tmp,
+                lens.into_iter().map(|l| vec![0u8; l]).collect(),
+            ));
+        }
+        self.phase = Phase::Done(Some(e));
+    }
+
+    /// Advances a running schedule as far as it goes without waiting
+    /// (after a progress pass).
+    fn advance(&mut self) {
+        while let Phase::Running = self.phase {
+            let mut i = 0;
+            while i < self.reqs.len() {
+                if !self.reqs[i].completed() {
+                    i += 1;
+                    continue;
+                }
+                let ((), st) = self.reqs.swap_remove(i).wait_status();
+                if let Some(class) = st.error() {
+                    return self.fail(Error::new(class, "a transfer of the collective failed"));
+                }
+            }
+            if !self.reqs.is_empty() {
+                return;
+            }
+            if let Err(e) = self.locals() {
+                return self.fail(e);
+            }
+            self.at += 1;
+            if self.at == self.rounds.len() {
+                self.phase = Phase::Done(None);
+                return;
+            }
+            if let Err(e) = self.post() {
+                return self.fail(e);
+            }
+        }
+    }
+}
+
+/// A collective request: its schedule, and whether it is persistent.
+pub struct CollReq {
+    sched: Mutex<Sched>,
+    persistent: bool,
+}
+
+/// Schedules running (advanced by [`advance_all`]).
+static ACTIVE: Mutex<Vec<Arc<CollReq>>> = Mutex::new(Vec::new());
+
+/// One progress pass, then every running schedule advanced as far as it
+/// goes; finished ones leave [`ACTIVE`].
+pub fn advance_all() {
+    let Ok(s) = state() else { return };
+    s.universe.progress();
+    let running: Vec<Arc<CollReq>> = lock(&ACTIVE).clone();
+    if running.is_empty() {
+        return;
+    }
+    let mut finished = Vec::new();
+    for c in &running {
+        // A schedule being advanced by another thread (or by a user
+        // function it called) is left to it.
+        if let Ok(mut g) = c.sched.try_lock() {
+            g.advance();
+            if !matches!(g.phase, Phase::Running) {
+                finished.push(Arc::as_ptr(c));
+            }
+        }
+    }
+    if !finished.is_empty() {
+        lock(&ACTIVE).retain(|c| !finished.contains(&Arc::as_ptr(c)));
+    }
+}
+
+impl CollReq {
+    /// A request of schedule `s`, inactive.
+    pub fn new(s: Sched, persistent: bool) -> Arc<CollReq> {
+        Arc::new(CollReq {
+            sched: Mutex::new(s),
+            persistent,
+        })
+    }
+
+    /// Whether it is a persistent collective.
+    pub fn persistent(&self) -> bool {
+        self.persistent
+    }
+
+    /// Starts it (`MPI_Start` of a persistent one: `MPI_ERR_REQUEST` while
+    /// it is active).
+    pub fn start(self: &Arc<CollReq>) -> Result<(), Error> {
+        {
+            let mut g = lock(&self.sched);
+            if matches!(g.phase, Phase::Running | Phase::Done(_)) {
+                return Err(Error::new(
+                    ErrorClass::Request,
+                    "MPI_Start of a persistent collective that is still active",
+                ));
+            }
+            g.start();
+            if !matches!(g.phase, Phase::Running) {
+                return Ok(());
+            }
+        }
+        lock(&ACTIVE).push(self.clone());
+        Ok(())
+    }
+
+    /// Whether it is active (started and not completed by a test or wait).
+    pub fn is_active(&self) -> bool {
+        !matches!(lock(&self.sched).phase, Phase::Inactive)
+    }
+
+    /// Whether it has completed (after advancing every schedule).
+    pub fn is_complete(&self) -> bool {
+        advance_all();
+        matches!(lock(&self.sched).phase, Phase::Done(_))
+    }
+
+    /// Its outcome if complete (`block`: waits, advancing every schedule
+    /// and yielding the processor between passes), the request left
+    /// inactive; `None` while incomplete (or inactive).
+    pub fn complete(&self, block: bool) -> Option<Option<Error>> {
+        loop {
+            advance_all();
+            {
+                let mut g = lock(&self.sched);
+                match std::mem::replace(&mut g.phase, Phase::Inactive) {
+                    Phase::Done(e) => return Some(e),
+                    Phase::Inactive => return None,
+                    running => g.phase = running,
+                }
+            }
+            if !block {
+                return None;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Starts schedule `s` as a non-blocking collective; its request.
+pub fn start_nb(s: Sched) -> Result<Arc<CollReq>, Error> {
+    let r = CollReq::new(s, false);
+    r.start()?;
+    advance_all();
+    Ok(r)
+}
+
+/// Runs schedule `s` to completion (a blocking collective).
+pub fn run(s: Sched) -> Result<(), Error> {
+    let r = start_nb(s)?;
+    match r.complete(true) {
+        Some(Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
