@@ -54,6 +54,13 @@ EXCLUDE=(
     "test_msgspec.TestMessageVector*|MPI_Alltoallv|these tests run the vector collectives (MPI_Alltoallv, MPI_Alltoallw)"
     "test_msgspec.TestMessageVectorW*|MPI_Alltoallw|these tests run MPI_Alltoallw"
 )
+# pattern | why: test cases of chapters oxmpi leaves out on purpose. Their
+# functions are exported (so that programs link) and fail with
+# MPI_ERR_UNSUPPORTED_OPERATION, which mpi4py cannot take for a skip as it
+# takes a function missing at build time: always excluded.
+OUT_OF_SCOPE=(
+    "test_msgspec.TestMessageRMA*|one-sided communication (MPI_Win_*) is not part of oxmpi"
+)
 
 reference=no
 [ "${1:-}" = --reference ] && reference=yes
@@ -249,6 +256,11 @@ for e in "${EXCLUDE[@]}"; do
         echo "   excluded: $pattern (needs $func: $why)"
         xopts+=(-x "$pattern")
     fi
+done
+for e in "${OUT_OF_SCOPE[@]}"; do
+    IFS='|' read -r pattern why <<<"$e"
+    echo "   excluded: $pattern ($why)"
+    xopts+=(-x "$pattern")
 done
 
 # ------------------------------------------------------------ mpi4py tests

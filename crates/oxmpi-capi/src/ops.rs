@@ -1,7 +1,7 @@
 //! Reduction operations: the predefined operations on the types the
 //! standard lists for them (element-wise kernels), and the program's
 //! operations (`MPI_Op_create`, `MPI_Op_free`, `MPI_Op_commutative`).
-//! The collectives (`crate::coll`) reduce through [`kernel`] and [`apply`].
+//! The collectives (`crate::coll`) reduce through `kernel` and `apply`.
 
 use std::ffi::{c_int, c_void};
 use std::sync::Mutex;

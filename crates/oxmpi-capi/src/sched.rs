@@ -14,15 +14,17 @@
 //! match each other's messages, nor the blocking collectives' (tags 0-2).
 //! The schedule owns its temporary buffers.
 //!
-//! Active schedules are registered ([`ACTIVE`]); every test or wait of any
+//! Active schedules are registered (`ACTIVE`); every test or wait of any
 //! collective request, and every collective started, advances all of them
 //! ([`advance_all`]), so collectives completed in any order on different
-//! ranks still progress. A failed transfer (`MPI_ERR_PROC_FAILED` from a
-//! dead peer, ...) completes the collective with that error at once: what
-//! is still in flight is cancelled (receives) or left to finish, and the
-//! temporary buffers it may still touch are leaked, never freed under it.
-//! Blocking point-to-point calls (`MPI_Recv`, `MPI_Wait` on a receive) do
-//! not advance schedules.
+//! ranks still progress; so does the point-to-point layer's progress while
+//! any is active (`oxmpi::Universe::set_progress_hook`): a
+//! rank blocked in `MPI_Recv` or testing a receive in a loop still moves
+//! its outstanding collectives on. A failed transfer (`MPI_ERR_PROC_FAILED`
+//! from a dead peer, ...) completes the collective with that error at once:
+//! what is still in flight is cancelled (receives) or left to finish, and
+//! the temporary buffers it may still touch are leaked, never freed under
+//! it.
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -204,7 +206,7 @@ impl Sched {
     }
 
     /// After the current round's transfers: `inout = inb op inout` over `n`
-    /// elements of `dt` (the reduction set by [`Sched::set_reduction`]).
+    /// elements of `dt` (the reduction set by `Sched::set_reduction`).
     pub fn reduce(
         &mut self,
         inb: Loc,
@@ -359,8 +361,32 @@ pub struct CollReq {
 /// Schedules running (advanced by [`advance_all`]).
 static ACTIVE: Mutex<Vec<Arc<CollReq>>> = Mutex::new(Vec::new());
 
+/// Registers [`advance_all`] as the point-to-point layer's progress hook
+/// (once), and says how many schedules are in [`ACTIVE`]: while not zero,
+/// its progress passes, failed tests and blocking waits (an `MPI_Recv`, an
+/// `MPI_Wait` on a receive) advance them, as MPI's progress rule asks.
+fn hook(active: usize) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ACTIVE_N.store(active, Ordering::Relaxed);
+    let Ok(s) = state() else { return };
+    ONCE.call_once(|| s.universe.set_progress_hook(Box::new(advance_all)));
+    s.universe.set_progress_hook_pending(active);
+}
+
+/// How many schedules are in [`ACTIVE`] (read without its lock).
+static ACTIVE_N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Advances the running schedules, if any (`MPI_Test` of a point-to-point
+/// request that is still incomplete: one load when none runs).
+#[inline]
+pub fn poke() {
+    if ACTIVE_N.load(Ordering::Relaxed) > 0 {
+        advance_all();
+    }
+}
+
 /// One progress pass, then every running schedule advanced as far as it
-/// goes; finished ones leave [`ACTIVE`].
+/// goes; finished ones leave `ACTIVE`.
 pub fn advance_all() {
     let Ok(s) = state() else { return };
     s.universe.progress();
@@ -380,7 +406,9 @@ pub fn advance_all() {
         }
     }
     if !finished.is_empty() {
-        lock(&ACTIVE).retain(|c| !finished.contains(&Arc::as_ptr(c)));
+        let mut g = lock(&ACTIVE);
+        g.retain(|c| !finished.contains(&Arc::as_ptr(c)));
+        hook(g.len());
     }
 }
 
@@ -414,7 +442,9 @@ impl CollReq {
                 return Ok(());
             }
         }
-        lock(&ACTIVE).push(self.clone());
+        let mut g = lock(&ACTIVE);
+        g.push(self.clone());
+        hook(g.len());
         Ok(())
     }
 

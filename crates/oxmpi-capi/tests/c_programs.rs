@@ -152,10 +152,21 @@ fn declared_functions(header: &str) -> std::collections::BTreeSet<String> {
 /// of its `entry!` and `conversions!` invocations, and its explicit
 /// `extern "C" fn MPI_X` definitions.
 fn implemented_functions() -> std::collections::BTreeSet<String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
     let mut out = std::collections::BTreeSet::new();
-    for e in std::fs::read_dir(src).unwrap() {
-        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap();
         // Identifiers, and every other non-space character on its own.
         let mut toks: Vec<String> = Vec::new();
         let mut cur = String::new();

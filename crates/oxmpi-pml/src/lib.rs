@@ -59,6 +59,23 @@ pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
     /// Where word of dead processes comes from, if anywhere
     /// ([`Pml::set_failure_notice`]).
     notice: std::sync::OnceLock<FailureNotice>,
+    /// Work above the engine that its progress must drive too
+    /// ([`Pml::set_outside_work`]).
+    outside: std::sync::OnceLock<OutsideWork>,
+    /// How many pieces of that work are pending (zero: nothing to call;
+    /// one load on the paths that check).
+    outside_pending: std::sync::atomic::AtomicUsize,
+}
+
+/// Work above the engine (the C layer's collective schedules) that every
+/// progress pass, failed test and blocking wait advances: advances it as
+/// far as it goes without waiting.
+type OutsideWork = Box<dyn Fn() + Send + Sync>;
+
+thread_local! {
+    /// This thread is inside [`OutsideWork::advance`] (which progresses
+    /// the engine itself): no nested call.
+    static IN_OUTSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Word from outside that processes died (a launcher's signal), looked at
@@ -88,7 +105,60 @@ impl<B: ?Sized + Btl> Pml<B> {
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
             sleep_max: std::time::Duration::from_micros(config::IDLE_SLEEP_MAX_US),
             notice: std::sync::OnceLock::new(),
+            outside: std::sync::OnceLock::new(),
+            outside_pending: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Work above the engine that must advance whenever the engine does
+    /// (MPI's progress rule: a rank blocked in `MPI_Recv`, or testing a
+    /// request in a loop, still moves its non-blocking collectives on):
+    /// while [`Pml::set_outside_pending`] says some is pending, every
+    /// progress pass, `test_some`/`test_all` that completes nothing and
+    /// round of a blocking wait calls `advance` (outside the engine's
+    /// lock; never nested in itself). [`Pml::test`] does not (a check there
+    /// cost its callers 40 instructions): a caller with outside work tests
+    /// for it itself. Set once; later calls are ignored.
+    pub fn set_outside_work(&self, advance: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.outside.set(advance);
+    }
+
+    /// How many pieces of the outside work are pending now (zero: the
+    /// checks cost one load and call nothing).
+    pub fn set_outside_pending(&self, n: usize) {
+        self.outside_pending
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Calls the outside work's `advance` if any is pending.
+    #[inline]
+    fn outside_work(&self) {
+        if self
+            .outside_pending
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+        {
+            self.run_outside();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn run_outside(&self) {
+        let Some(w) = self.outside.get() else {
+            return;
+        };
+        if IN_OUTSIDE.with(|f| f.replace(true)) {
+            return;
+        }
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                IN_OUTSIDE.with(|f| f.set(false));
+            }
+        }
+        let _reset = Reset;
+        w();
     }
 
     /// Where word of dead processes comes from: when `flag` is set (by a
@@ -230,7 +300,9 @@ impl<B: ?Sized + Btl> Pml<B> {
 
     /// One progress pass.
     pub fn progress(&self) -> usize {
-        self.with(|o| o.progress())
+        let n = self.with(|o| o.progress());
+        self.outside_work();
+        n
     }
 
     /// Waits until `cond` holds, progressing meanwhile: polls `spin` times,
@@ -259,6 +331,7 @@ impl<B: ?Sized + Btl> Pml<B> {
             if let Some(v) = out {
                 return v;
             }
+            self.outside_work();
             polls = polls.saturating_add(batch);
             self.pause(polls, busy);
             if polls > self.spin && self.notice.get().is_some() {
@@ -354,6 +427,9 @@ impl<B: ?Sized + Btl> Pml<B> {
             o.progress();
             take_done(o, ids)
         });
+        if done.is_empty() {
+            self.outside_work();
+        }
         for (i, _) in &done {
             ids[*i] = None;
         }
@@ -364,7 +440,7 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// if every one has completed (they are then consumed), else `None`
     /// and nothing is consumed.
     pub fn test_all(&self, ids: &[ReqId]) -> Option<Vec<Result<Status, PmlError>>> {
-        self.with(|o| {
+        let r = self.with(|o| {
             o.progress();
             if !ids.iter().all(|&id| o.is_complete(id).unwrap_or(true)) {
                 return None;
@@ -374,7 +450,11 @@ impl<B: ?Sized + Btl> Pml<B> {
                     .map(|&id| o.test(id).map(|s| s.unwrap_or_default()))
                     .collect(),
             )
-        })
+        });
+        if r.is_none() {
+            self.outside_work();
+        }
+        r
     }
 
     /// `MPI_Waitall`: every request completes (even after one failed),

@@ -487,6 +487,25 @@ impl<L: Level> Universe<L> {
         self.rt.pml.progress()
     }
 
+    /// Work above point-to-point that must advance whenever point-to-point
+    /// progresses (a layer's non-blocking collectives): while
+    /// [`Universe::set_progress_hook_pending`] says some is pending, every
+    /// progress pass, `test_some`/`test_all` of incomplete requests and
+    /// round of a blocking wait calls `advance` (a single request's test
+    /// does not: its caller pokes its own work), never nested in itself
+    /// ([`oxmpi_pml::Pml::set_outside_work`]). Set once per process; later
+    /// calls are ignored.
+    pub fn set_progress_hook(&self, advance: Box<dyn Fn() + Send + Sync>) {
+        self.rt.pml.set_outside_work(advance);
+    }
+
+    /// How many pieces of the progress hook's work are pending (zero: the
+    /// hook is not called).
+    #[inline]
+    pub fn set_progress_hook_pending(&self, n: usize) {
+        self.rt.pml.set_outside_pending(n);
+    }
+
     /// The registration cache's counters (`mpi_leave_pinned`): hits,
     /// misses, registrations made for one transfer only, entries dropped
     /// because their memory was released, evictions.

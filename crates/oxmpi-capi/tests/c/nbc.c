@@ -12,6 +12,9 @@
  *  - Test loops (with Request_get_status) and Waitany/Testsome over
  *    collective requests; an Ibarrier tested 100 times, incomplete, by
  *    every rank before rank 0 enters it;
+ *  - the progress rule: rank 0 blocked in MPI_Recv (or testing an Irecv
+ *    in a loop) for messages the others send after their Iallreduce
+ *    completed, its own Iallreduce outstanding;
  *  - argument errors: MPI_ERR_ROOT, MPI_ERR_COMM (strict: MPI_ERR_COUNT,
  *    MPI_ERR_TYPE, MPI_ERR_OP), and communication afterwards.
  *
@@ -153,6 +156,41 @@ static void t_errors(void)
     CHECK(y == np * (np - 1) / 2, "allreduce after errors %d", y);
 }
 
+/* MPI's progress rule: rank 0 starts an Iallreduce and then blocks in
+ * MPI_Recv (or tests an Irecv in a loop) for messages that the others send
+ * only once their Iallreduce completed, which needs rank 0's part of it to
+ * move on while it is blocked: the library must progress outstanding
+ * collectives inside point-to-point calls. */
+static void t_progress_rule(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        long x = me + 1, sum = -1, want = (long)np * (np + 1) / 2;
+        MPI_Request q;
+        MPI_CHECK(MPI_Iallreduce(&x, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &q));
+        if (me == 0) {
+            for (int r = 1; r < np; r++) {
+                long got = -1;
+                if (mode == 0) {
+                    MPI_CHECK(MPI_Recv(&got, 1, MPI_LONG, r, 11, MPI_COMM_WORLD,
+                                       MPI_STATUS_IGNORE));
+                } else {
+                    MPI_Request rq;
+                    int flag = 0;
+                    MPI_CHECK(MPI_Irecv(&got, 1, MPI_LONG, r, 11, MPI_COMM_WORLD, &rq));
+                    while (!flag)
+                        MPI_CHECK(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE));
+                }
+                CHECK(got == want, "rank %d's allreduce gave %ld, want %ld", r, got, want);
+            }
+            MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        } else {
+            MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            MPI_CHECK(MPI_Send(&sum, 1, MPI_LONG, 0, 11, MPI_COMM_WORLD));
+        }
+        CHECK(sum == want, "allreduce gave %ld, want %ld", sum, want);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -162,6 +200,7 @@ int main(int argc, char **argv)
     t_outstanding();
     t_two_comms();
     t_test_loops();
+    t_progress_rule();
     t_errors();
     coll_teardown();
     test_ok("nbc");
