@@ -47,6 +47,15 @@ MODULES=(
 # Modules that do not communicate (each rank would repeat the same local
 # work): with one rank only.
 LOCAL_MODULES=(test_util_dtlib test_address test_buffer)
+# Modules of the MPI around point-to-point (communicators, groups,
+# topologies, attributes, info, exceptions, intracommunicator collectives:
+# blocking, non-blocking, persistent): with two ranks only, to keep CI's
+# time (they pass at 1, 2 and 4 ranks; docs/perf/log/mpi4py-clients.md).
+MORE_MODULES=(
+    test_comm_inter test_comm_topo test_group test_attributes test_info
+    test_exceptions test_cco_buf test_cco_obj test_cco_nb_buf test_cco_nb_vec
+    test_cco_vec test_cco_pr_buf test_cco_pr_vec
+)
 # pattern (fnmatch on module.Class.method) | function it needs | why
 EXCLUDE=(
     "test_p2p_obj.*.testCommLock|MPI_Comm_create_keyval|mpi4py keeps its per-communicator lock table in an attribute (attribute functions: another area)"
@@ -172,6 +181,7 @@ if [ "$reference" = yes ]; then
         mkdir -p "$out"
         mods=("${MODULES[@]}")
         [ "$n" = 1 ] && mods+=("${LOCAL_MODULES[@]}")
+        [ "$n" = 2 ] && mods+=("${MORE_MODULES[@]}")
         for m in "${mods[@]}"; do
             run_module "mpich mpiexec -n $n" "$out" "$m" timeout 600 "$venv/bin/mpiexec" -n "$n"
         done
@@ -270,6 +280,7 @@ for n in 1 2 4; do
     mkdir -p "$out"
     mods=("${MODULES[@]}")
     [ "$n" = 1 ] && mods+=("${LOCAL_MODULES[@]}")
+    [ "$n" = 2 ] && mods+=("${MORE_MODULES[@]}")
     for m in "${mods[@]}"; do
         run_module "oxmpirun -n $n" "$out" "$m" "$oxmpirun" --timeout 600 -n "$n"
     done

@@ -67,7 +67,7 @@ loom_run cargo test --release -q -p oxmpi-pml --lib loom_models
 # TCP BTL's wire and framing, the PMI wire and server core, the matching
 # engine.
 echo "== fuzz targets"
-scripts/fuzz-smoke.sh 20
+scripts/fuzz-smoke.sh 12
 
 # 1 GiB over the tcp BTL, checked end to end (a release build: about 1 s).
 echo "== tcp BTL: 1 GiB transfer (release)"

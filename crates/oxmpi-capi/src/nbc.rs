@@ -73,9 +73,11 @@ fn dtype(h: usize) -> Result<UserDatatype, Error> {
     state()?.datatype(h)
 }
 
-/// `MPI_ERR_BUFFER` for a null buffer that must hold data.
+/// `MPI_ERR_BUFFER` for a null buffer that must hold data. `MPI_BOTTOM`
+/// (null) with a datatype of absolute addresses (a lower bound other than
+/// zero, as `MPI_Get_address` gives) is a buffer, as in point-to-point.
 fn check_buf(p: *const c_void, n: usize, dt: &UserDatatype) -> Result<(), Error> {
-    if p.is_null() && n > 0 && dt.size() > 0 {
+    if p.is_null() && n > 0 && dt.size() > 0 && dt.lower_bound() == 0 {
         return Err(Error::new(ErrorClass::Buffer, "a null buffer for data"));
     }
     Ok(())
@@ -824,7 +826,10 @@ unsafe fn wblks(
     for r in 0..n {
         // SAFETY: per the caller.
         let dt = dtype(unsafe { *types.add(r) })?;
-        check_buf(p, counts[r], &dt)?;
+        // MPI_BOTTOM with an absolute byte displacement is a buffer too.
+        if displs[r] == 0 {
+            check_buf(p, counts[r], &dt)?;
+        }
         v.push(Blk {
             at: Loc::user(p).at(displs[r] as isize),
             n: counts[r],

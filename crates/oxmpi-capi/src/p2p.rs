@@ -551,6 +551,7 @@ pub unsafe fn progress_one(req: *mut usize, block: bool) -> Result<Option<Outcom
         }
         Err(obj) => {
             lock(&s.requests).restore(h, obj);
+            crate::sched::poke();
             Ok(None)
         }
     }
@@ -1679,6 +1680,10 @@ entry! {
         use oxmpi::traits::*;
         let c = state()?.comm(comm)?;
         let st = peer(&c, source).immediate_probe_with_tag(tag_of(tag))?;
+        if st.is_none() {
+            // A probe loop must move outstanding collectives on too.
+            crate::sched::poke();
+        }
         // SAFETY: the caller's out-parameters.
         unsafe {
             put(flag, c_int::from(st.is_some()), "flag")?;
@@ -2148,6 +2153,9 @@ entry! {
     ) comm = Some(comm); {
         let c = state()?.comm(comm)?;
         let found = probe_message(&c, source, tag, false)?;
+        if found.is_none() {
+            crate::sched::poke();
+        }
         // SAFETY: the caller's out-parameter.
         unsafe { put(flag, c_int::from(found.is_some()), "flag") }?;
         if let Some((m, st)) = found {

@@ -134,15 +134,24 @@ fn whole(partitions: c_int, count: i64) -> Result<(usize, i64), Error> {
     Ok((p, n))
 }
 
+/// The largest tag of a partitioned operation here: its traffic goes over
+/// the communicator's collective shadow with the tag plus 3, above the
+/// blocking collectives' tags 0 to 2 and below the collective schedules'
+/// 2^30 and up (`crate::sched`), so none of them can match another's.
+const PART_TAG_MAX: c_int = (1 << 30) - 4;
+
 /// The tag partitioned traffic uses on the shadow communicator.
 fn shifted(tag: c_int) -> Result<c_int, Error> {
-    if tag < 0 || tag == c_int::MAX {
+    if !(0..=PART_TAG_MAX).contains(&tag) {
         return Err(Error::new(
             ErrorClass::Tag,
-            format!("tag {tag} of a partitioned operation: 0 to MPI_TAG_UB - 1"),
+            format!(
+                "tag {tag} of a partitioned operation: oxmpi takes 0 to {PART_TAG_MAX} \
+                 (2^30 - 4) there"
+            ),
         ));
     }
-    Ok(tag + 1)
+    Ok(tag + 3)
 }
 
 /// Records the new partitioned request `h`.

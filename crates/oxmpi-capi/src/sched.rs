@@ -269,6 +269,11 @@ impl Sched {
         let round = std::mem::take(&mut self.rounds[self.at]);
         let mut r = Ok(());
         for s in &round.local {
+            if s.n == 0 || s.len == 0 {
+                // Nothing to combine (a zero count, whose buffers may be
+                // null: no slice is made of them).
+                continue;
+            }
             let (a, b) = (self.ptr(s.inb), self.ptr(s.inout));
             let red = self
                 .red
@@ -407,7 +412,11 @@ pub fn advance_all() {
     }
     if !finished.is_empty() {
         let mut g = lock(&ACTIVE);
-        g.retain(|c| !finished.contains(&Arc::as_ptr(c)));
+        // A schedule found finished may have been completed and started
+        // again by its owner meanwhile (a persistent collective, another
+        // thread): it stays while it runs (its entry may then be there
+        // twice, which only advances it twice).
+        g.retain(|c| !finished.contains(&Arc::as_ptr(c)) || c.running_or_busy());
         hook(g.len());
     }
 }
@@ -446,6 +455,14 @@ impl CollReq {
         g.push(self.clone());
         hook(g.len());
         Ok(())
+    }
+
+    /// Whether it is running, or busy with another thread (then counted as
+    /// running: it leaves `ACTIVE` at a later pass).
+    fn running_or_busy(&self) -> bool {
+        self.sched
+            .try_lock()
+            .map_or(true, |g| matches!(g.phase, Phase::Running))
     }
 
     /// Whether it is active (started and not completed by a test or wait).

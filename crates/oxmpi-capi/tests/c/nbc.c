@@ -12,8 +12,8 @@
  *  - Test loops (with Request_get_status) and Waitany/Testsome over
  *    collective requests; an Ibarrier tested 100 times, incomplete, by
  *    every rank before rank 0 enters it;
- *  - the progress rule: rank 0 blocked in MPI_Recv (or testing an Irecv
- *    in a loop) for messages the others send after their Iallreduce
+ *  - the progress rule: rank 0 blocked in MPI_Recv (or testing an Irecv,
+ *    or probing, in a loop) for messages the others send after their Iallreduce
  *    completed, its own Iallreduce outstanding;
  *  - argument errors: MPI_ERR_ROOT, MPI_ERR_COMM (strict: MPI_ERR_COUNT,
  *    MPI_ERR_TYPE, MPI_ERR_OP), and communication afterwards.
@@ -163,7 +163,7 @@ static void t_errors(void)
  * collectives inside point-to-point calls. */
 static void t_progress_rule(void)
 {
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode < 3; mode++) {
         long x = me + 1, sum = -1, want = (long)np * (np + 1) / 2;
         MPI_Request q;
         MPI_CHECK(MPI_Iallreduce(&x, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &q));
@@ -171,6 +171,12 @@ static void t_progress_rule(void)
             for (int r = 1; r < np; r++) {
                 long got = -1;
                 if (mode == 0) {
+                    MPI_CHECK(MPI_Recv(&got, 1, MPI_LONG, r, 11, MPI_COMM_WORLD,
+                                       MPI_STATUS_IGNORE));
+                } else if (mode == 2) {
+                    int flag = 0;
+                    while (!flag)
+                        MPI_CHECK(MPI_Iprobe(r, 11, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
                     MPI_CHECK(MPI_Recv(&got, 1, MPI_LONG, r, 11, MPI_COMM_WORLD,
                                        MPI_STATUS_IGNORE));
                 } else {
