@@ -128,6 +128,36 @@ fn vblks(p: *const c_void, counts: &[usize], displs: &[i64], dt: &UserDatatype) 
         .collect()
 }
 
+/// The `p` blocks of `n` elements of handle `dt` each, back to back from
+/// `buf` (the root's buffer of gather and scatter, alltoall's buffers),
+/// the count, type and buffer checked.
+fn blocks(buf: *const c_void, n: i64, dt: usize, p: usize) -> Result<Vec<Blk>, Error> {
+    let (n, t) = (count64(n)?, dtype(dt)?);
+    check_buf(buf, n, &t)?;
+    Ok((0..p).map(|r| blk(buf, r, n, &t)).collect())
+}
+
+/// The `p` blocks of a v-form's buffer: `cnts[r]` elements of handle `dt`
+/// at `displs[r]` extents from `buf`, the type, arrays (named `names`) and
+/// buffer checked.
+///
+/// # Safety
+/// `cnts` and `displs` valid for `p` entries (or null: an error).
+unsafe fn vblocks<T: Cnt, D: Cnt>(
+    buf: *const c_void,
+    cnts: *const T,
+    displs: *const D,
+    dt: usize,
+    p: usize,
+    names: (&str, &str),
+) -> Result<Vec<Blk>, Error> {
+    let t = dtype(dt)?;
+    // SAFETY: per the caller.
+    let (c, d) = unsafe { (counts(&arr(cnts, p, names.0)?)?, arr(displs, p, names.1)?) };
+    check_buf(buf, c.iter().sum(), &t)?;
+    Ok(vblks(buf, &c, &d, &t))
+}
+
 fn new_sched(comm: usize) -> Result<Sched, Error> {
     Ok(Sched::new(state()?.intra_comm(comm)?))
 }
@@ -559,9 +589,7 @@ fn b_gather(
         Some(side(sbuf, sn, sdt)?)
     };
     let rblks = if is_root {
-        let (rn, rt) = (count64(rn)?, dtype(rdt)?);
-        check_buf(rbuf, rn, &rt)?;
-        (0..p as usize).map(|r| blk(rbuf, r, rn, &rt)).collect()
+        blocks(rbuf, rn, rdt, p as usize)?
     } else {
         Vec::new()
     };
@@ -593,16 +621,17 @@ unsafe fn b_gatherv<T: Cnt, D: Cnt>(
         Some(side(sbuf, sn, sdt)?)
     };
     let rblks = if is_root {
-        let rt = dtype(rdt)?;
         // SAFETY: per the caller.
-        let (rc, d) = unsafe {
-            (
-                counts(&arr(rcounts, p as usize, "recvcounts")?)?,
-                arr(displs, p as usize, "displs")?,
+        unsafe {
+            vblocks(
+                rbuf,
+                rcounts,
+                displs,
+                rdt,
+                p as usize,
+                ("recvcounts", "displs"),
             )
-        };
-        check_buf(rbuf, rc.iter().sum(), &rt)?;
-        vblks(rbuf, &rc, &d, &rt)
+        }?
     } else {
         Vec::new()
     };
@@ -631,9 +660,7 @@ fn b_scatter(
         Some(side(rbuf, rn, rdt)?)
     };
     let sblks = if is_root {
-        let (sn, st) = (count64(sn)?, dtype(sdt)?);
-        check_buf(sbuf, sn, &st)?;
-        (0..p as usize).map(|r| blk(sbuf, r, sn, &st)).collect()
+        blocks(sbuf, sn, sdt, p as usize)?
     } else {
         Vec::new()
     };
@@ -665,16 +692,17 @@ unsafe fn b_scatterv<T: Cnt, D: Cnt>(
         Some(side(rbuf, rn, rdt)?)
     };
     let sblks = if is_root {
-        let st = dtype(sdt)?;
         // SAFETY: per the caller.
-        let (sc, d) = unsafe {
-            (
-                counts(&arr(scounts, p as usize, "sendcounts")?)?,
-                arr(displs, p as usize, "displs")?,
+        unsafe {
+            vblocks(
+                sbuf,
+                scounts,
+                displs,
+                sdt,
+                p as usize,
+                ("sendcounts", "displs"),
             )
-        };
-        check_buf(sbuf, sc.iter().sum(), &st)?;
-        vblks(sbuf, &sc, &d, &st)
+        }?
     } else {
         Vec::new()
     };
@@ -725,16 +753,9 @@ unsafe fn b_allgatherv<T: Cnt, D: Cnt>(
     } else {
         Some(side(sbuf, sn, sdt)?)
     };
-    let rt = dtype(rdt)?;
     // SAFETY: per the caller.
-    let (rc, d) = unsafe {
-        (
-            counts(&arr(rcounts, p, "recvcounts")?)?,
-            arr(displs, p, "displs")?,
-        )
-    };
-    check_buf(rbuf, rc.iter().sum(), &rt)?;
-    allgatherv(&mut s, sblk, &vblks(rbuf, &rc, &d, &rt));
+    let rblks = unsafe { vblocks(rbuf, rcounts, displs, rdt, p, ("recvcounts", "displs")) }?;
+    allgatherv(&mut s, sblk, &rblks);
     Ok(s)
 }
 
@@ -749,15 +770,11 @@ fn b_alltoall(
 ) -> Result<Sched, Error> {
     let mut s = new_sched(comm)?;
     let p = s.rank_size().1 as usize;
-    let (rn, rt) = (count64(rn)?, dtype(rdt)?);
-    check_buf(rbuf, rn, &rt)?;
-    let rblks: Vec<Blk> = (0..p).map(|r| blk(rbuf, r, rn, &rt)).collect();
+    let rblks = blocks(rbuf, rn, rdt, p)?;
     let sblks = if sbuf == IN_PLACE {
         None
     } else {
-        let (sn, st) = (count64(sn)?, dtype(sdt)?);
-        check_buf(sbuf, sn, &st)?;
-        Some((0..p).map(|r| blk(sbuf, r, sn, &st)).collect())
+        Some(blocks(sbuf, sn, sdt, p)?)
     };
     alltoallw(&mut s, sblks, &rblks)?;
     Ok(s)
@@ -779,29 +796,13 @@ unsafe fn b_alltoallv<T: Cnt, D: Cnt>(
 ) -> Result<Sched, Error> {
     let mut s = new_sched(comm)?;
     let p = s.rank_size().1 as usize;
-    let rt = dtype(rdt)?;
     // SAFETY: per the caller.
-    let (rc, rd) = unsafe {
-        (
-            counts(&arr(rcounts, p, "recvcounts")?)?,
-            arr(rdispls, p, "rdispls")?,
-        )
-    };
-    check_buf(rbuf, rc.iter().sum(), &rt)?;
-    let rblks = vblks(rbuf, &rc, &rd, &rt);
+    let rblks = unsafe { vblocks(rbuf, rcounts, rdispls, rdt, p, ("recvcounts", "rdispls")) }?;
     let sblks = if sbuf == IN_PLACE {
         None
     } else {
-        let st = dtype(sdt)?;
         // SAFETY: per the caller.
-        let (sc, sd) = unsafe {
-            (
-                counts(&arr(scounts, p, "sendcounts")?)?,
-                arr(sdispls, p, "sdispls")?,
-            )
-        };
-        check_buf(sbuf, sc.iter().sum(), &st)?;
-        Some(vblks(sbuf, &sc, &sd, &st))
+        Some(unsafe { vblocks(sbuf, scounts, sdispls, sdt, p, ("sendcounts", "sdispls")) }?)
     };
     alltoallw(&mut s, sblks, &rblks)?;
     Ok(s)

@@ -366,7 +366,7 @@ pub struct CollReq {
 /// Schedules running (advanced by [`advance_all`]).
 static ACTIVE: Mutex<Vec<Arc<CollReq>>> = Mutex::new(Vec::new());
 
-/// Registers [`advance_all`] as the point-to-point layer's progress hook
+/// Registers [`advance_schedules`] as the point-to-point layer's progress hook
 /// (once), and says how many schedules are in [`ACTIVE`]: while not zero,
 /// its progress passes, failed tests and blocking waits (an `MPI_Recv`, an
 /// `MPI_Wait` on a receive) advance them, as MPI's progress rule asks.
@@ -374,7 +374,7 @@ fn hook(active: usize) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ACTIVE_N.store(active, Ordering::Relaxed);
     let Ok(s) = state() else { return };
-    ONCE.call_once(|| s.universe.set_progress_hook(Box::new(advance_all)));
+    ONCE.call_once(|| s.universe.set_progress_hook(Box::new(advance_schedules)));
     s.universe.set_progress_hook_pending(active);
 }
 
@@ -386,15 +386,22 @@ static ACTIVE_N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 #[inline]
 pub fn poke() {
     if ACTIVE_N.load(Ordering::Relaxed) > 0 {
-        advance_all();
+        advance_schedules();
     }
 }
 
-/// One progress pass, then every running schedule advanced as far as it
-/// goes; finished ones leave `ACTIVE`.
+/// One progress pass, which advances every running schedule as far as it
+/// goes (through the progress hook, `advance_schedules`, while any
+/// runs).
 pub fn advance_all() {
-    let Ok(s) = state() else { return };
-    s.universe.progress();
+    if let Ok(s) = state() {
+        s.universe.progress();
+    }
+}
+
+/// Every running schedule advanced as far as it goes without waiting (the
+/// progress hook); finished ones leave `ACTIVE`.
+fn advance_schedules() {
     let running: Vec<Arc<CollReq>> = lock(&ACTIVE).clone();
     if running.is_empty() {
         return;
