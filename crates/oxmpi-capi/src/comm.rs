@@ -38,6 +38,8 @@ pub const SIMILAR: c_int = 203;
 pub const UNEQUAL: c_int = 204;
 /// `MPI_COMM_TYPE_SHARED`.
 pub const COMM_TYPE_SHARED: c_int = 221;
+/// `MPI_COMM_TYPE_HW_UNGUIDED`.
+pub const COMM_TYPE_HW_UNGUIDED: c_int = 222;
 /// `MPI_COMM_TYPE_HW_GUIDED`.
 pub const COMM_TYPE_HW_GUIDED: c_int = 223;
 /// `MPI_COMM_TYPE_RESOURCE_GUIDED`.
@@ -76,7 +78,9 @@ fn need<T>(p: *const T, what: &str) -> Result<(), Error> {
 /// handle. It inherits the parent's error handler (and no topology).
 fn register(s: &State, parent: &CommObj, c: crate::state::Comm) -> Result<usize, Error> {
     let errh = *lock(&parent.errh);
-    register_with(s, errh, None, c)
+    let h = register_with(s, errh, None, c)?;
+    crate::bsend::inherit(parent, h);
+    Ok(h)
 }
 
 /// Stores `c` with its shadow, error handler `errh` and topology `topo`;
@@ -231,6 +235,7 @@ unsafe fn dup(comm: usize, newcomm: *mut usize) -> Result<(), Error> {
     need(newcomm, "newcomm")?;
     let d = c.comm.dup()?;
     let h = register_with(s, *lock(&c.errh), c.topo.clone(), d)?;
+    crate::bsend::inherit(&c, h);
     on_dup(s, comm, h)?;
     // SAFETY: the caller's out-parameter.
     unsafe { put(newcomm, h, "newcomm") }
@@ -295,6 +300,7 @@ unsafe fn free_comm(s: &State, comm: *mut usize) -> Result<(), Error> {
     })?;
     crate::errh::release(*lock(&obj.errh));
     crate::info::forget_comm(h);
+    crate::bsend::on_free(&obj);
     drop(obj);
     // SAFETY: the caller's in/out-parameter.
     unsafe { put(comm, COMM_NULL, "comm") }
@@ -338,6 +344,8 @@ unsafe fn group_op(
     let b = group(s, group2)?;
     need(newgroup, "newgroup")?;
     let h = store_group(s, f(&a, &b));
+    crate::bsend::inherit_group(group1, h);
+    crate::bsend::inherit_group(group2, h);
     // SAFETY: the caller's out-parameter.
     unsafe { put(newgroup, h, "newgroup") }
 }
@@ -474,6 +482,9 @@ entry! {
         let tag = unsafe { c_string(stringtag, "stringtag") }?;
         let c = s.universe.comm_from_group(&g, &tag)?;
         let h = register_with(s, errh_or_fatal(errhandler), None, c)?;
+        if let Some(sess) = crate::bsend::group_session(grp) {
+            crate::bsend::bind(&*s.comm(h)?, sess);
+        }
         // SAFETY: the caller's out-parameter.
         unsafe { put(newcomm, h, "newcomm") }
     }
@@ -528,6 +539,9 @@ entry! {
             .universe
             .intercomm_from_groups(&lg, local_leader, &rg, remote_leader, &tag)?;
         let h = register_with(s, errh_or_fatal(errhandler), None, i)?;
+        if let Some(sess) = crate::bsend::group_session(local_group) {
+            crate::bsend::bind(&*s.comm(h)?, sess);
+        }
         // SAFETY: the caller's out-parameter.
         unsafe { put(newintercomm, h, "newintercomm") }
     }
@@ -599,6 +613,7 @@ entry! {
             }
         }
         let h = store_group(s, g.exclude(&rs)?);
+        crate::bsend::inherit_group(grp, h);
         // SAFETY: the caller's out-parameter.
         unsafe { put(newgroup, h, "newgroup") }
     }
@@ -629,12 +644,19 @@ entry! {
     /// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` (the processes on
     /// this node) or `MPI_UNDEFINED` (`MPI_COMM_NULL`).
     /// `MPI_COMM_TYPE_HW_GUIDED` and `MPI_COMM_TYPE_RESOURCE_GUIDED` split
-    /// by the resource their info key names (`mpi_hw_resource_type`,
-    /// `mpi_pset_name`): `mpi_hw_resource_type` = `mpi_shared_memory` is
-    /// `MPI_COMM_TYPE_SHARED`, as the standard reserves it; for any other
-    /// (or a missing) key, as the standard says for an unsupported one,
-    /// the result is `MPI_COMM_NULL` (MPICH does the same). Other types are
-    /// `MPI_ERR_ARG`. Collective.
+    /// by the resource their info key names: `mpi_hw_resource_type` =
+    /// `mpi_shared_memory` is `MPI_COMM_TYPE_SHARED`, as the standard
+    /// reserves it; `mpi_pset_name` = `mpi://WORLD` or `mpi://SELF` (the
+    /// process sets oxmpi has) splits by that set; for any other (or a
+    /// missing) key, as the standard says for an unsupported one, the
+    /// result is `MPI_COMM_NULL` (MPICH does the same).
+    /// `MPI_COMM_TYPE_HW_UNGUIDED` gives the members of the next hardware
+    /// level down that is strictly smaller than `comm`: the node, when
+    /// `comm` spans several (setting `mpi_hw_resource_type` in `info` to
+    /// `mpi_shared_memory`); on one node, the library knows no smaller
+    /// level it would be right to name (ranks are not bound to cores),
+    /// so the result is `MPI_COMM_NULL`, as the standard allows. Other
+    /// types are `MPI_ERR_ARG`. Collective.
     fn MPI_Comm_split_type / PMPI_Comm_split_type(
         comm: usize,
         split_type: c_int,
@@ -646,21 +668,34 @@ entry! {
         let c = s.comm(comm)?;
         need(newcomm, "newcomm")?;
         let hints = crate::info::entries_or_none(info)?;
-        let shared_memory = split_type == COMM_TYPE_HW_GUIDED
-            && hints.iter().any(|(k, v)| k == "mpi_hw_resource_type" && v == "mpi_shared_memory");
-        let split_type = if shared_memory { COMM_TYPE_SHARED } else { split_type };
+        let hint = |k: &str| hints.iter().find(|(hk, _)| hk == k).map(|(_, v)| v.as_str());
+        let me = s.world.comm.rank() as u32;
+        // The node's color: its lowest world rank (as
+        // `Communicator::split_shared`).
+        let node = || s.universe.local_ranks().iter().copied().min().unwrap_or(me);
         let color = match split_type {
-            UNDEFINED | COMM_TYPE_HW_GUIDED | COMM_TYPE_RESOURCE_GUIDED => None,
-            COMM_TYPE_SHARED => {
-                // The node's color: its lowest world rank (as
-                // `Communicator::split_shared`).
-                let me = s.world.comm.rank() as u32;
-                Some(s.universe.local_ranks().iter().copied().min().unwrap_or(me))
+            UNDEFINED => None,
+            COMM_TYPE_SHARED => Some(node()),
+            COMM_TYPE_HW_GUIDED | COMM_TYPE_RESOURCE_GUIDED => {
+                match (hint("mpi_hw_resource_type"), hint("mpi_pset_name")) {
+                    (Some("mpi_shared_memory"), _) => Some(node()),
+                    (None, Some("mpi://WORLD")) if split_type == COMM_TYPE_RESOURCE_GUIDED => Some(0),
+                    (None, Some("mpi://SELF")) if split_type == COMM_TYPE_RESOURCE_GUIDED => Some(me),
+                    _ => None,
+                }
+            }
+            COMM_TYPE_HW_UNGUIDED => {
+                let local = s.universe.local_ranks();
+                let spans = c.comm.group().world_ranks().iter().any(|r| !local.contains(r));
+                if spans && info != crate::info::INFO_NULL {
+                    crate::info::set_entry(info, "mpi_hw_resource_type", "mpi_shared_memory")?;
+                }
+                spans.then(node)
             }
             t => {
                 return Err(Error::new(
                     ErrorClass::Arg,
-                    format!("split_type {t} is not supported (MPI_COMM_TYPE_SHARED or MPI_UNDEFINED)"),
+                    format!("split_type {t} is not a split type (MPI_COMM_TYPE_SHARED, _HW_UNGUIDED, _HW_GUIDED, _RESOURCE_GUIDED or MPI_UNDEFINED)"),
                 ))
             }
         };
@@ -820,6 +855,7 @@ entry! {
             .map(|&r| group_rank(r, g.size()))
             .collect::<Result<Vec<u32>, Error>>()?;
         let h = store_group(s, g.include(&rs)?);
+        crate::bsend::inherit_group(grp, h);
         // SAFETY: the caller's out-parameter.
         unsafe { put(newgroup, h, "newgroup") }
     }
@@ -847,6 +883,7 @@ entry! {
             rs.push(r);
         }
         let h = store_group(s, g.exclude(&rs)?);
+        crate::bsend::inherit_group(grp, h);
         // SAFETY: the caller's out-parameter.
         unsafe { put(newgroup, h, "newgroup") }
     }
@@ -867,6 +904,7 @@ entry! {
         let ranges = unsafe { slice(ranges, n, "ranges") }?;
         let rs = expand_ranges(ranges, g.size())?;
         let h = store_group(s, g.include(&rs)?);
+        crate::bsend::inherit_group(grp, h);
         // SAFETY: the caller's out-parameter.
         unsafe { put(newgroup, h, "newgroup") }
     }
@@ -938,6 +976,7 @@ entry! {
         if h != GROUP_EMPTY {
             let g = lock(&s.groups).remove(h);
             g.ok_or_else(|| Error::new(ErrorClass::Group, format!("invalid group handle {h:#x}")))?;
+            crate::bsend::forget_group(h);
         }
         // SAFETY: the caller's in/out-parameter.
         unsafe { put(grp, GROUP_NULL, "group") }

@@ -247,6 +247,27 @@ entry! {
         unsafe { put_str(version, len, &oxmpi::environment::library_version(), 8192) }
     }
 
+    /// `MPI_Get_hw_resource_info` (MPI 4.1): a new info object describing
+    /// the hardware the calling process runs on: `mpi_hw_resource_type`,
+    /// the resource types `MPI_Comm_split_type` can split by
+    /// (`mpi_shared_memory`, the node); `host`; `num_cpus`, the CPUs this
+    /// process may run on; `node_procs`, the job's processes on this node.
+    fn MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut usize) comm = None; {
+        if hw_info.is_null() {
+            return Err(crate::state::null_arg("hw_info"));
+        }
+        let mut e = vec![("mpi_hw_resource_type".to_string(), "mpi_shared_memory".to_string())];
+        e.push(("host".into(), oxmpi::environment::processor_name()));
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        e.push(("num_cpus".into(), cpus.to_string()));
+        if let Some(s) = crate::state::state_any() {
+            e.push(("node_procs".into(), s.universe.local_ranks().len().to_string()));
+        }
+        let h = crate::info::new_info(e);
+        // SAFETY: the caller's out-parameter (null checked).
+        unsafe { put(hw_info, h, "hw_info") }
+    }
+
     /// `MPI_Get_processor_name`: the host name.
     fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, len: *mut c_int) comm = None; {
         // SAFETY: the standard requires MPI_MAX_PROCESSOR_NAME bytes.

@@ -295,11 +295,12 @@ pub fn set_string(code: c_int, s: String) -> Result<(), Error> {
 }
 
 /// `MPI_Remove_error_class`: a class the program added, with no code of it
-/// left.
+/// left and no string (MPI 4.1: removing a class or code that still has
+/// codes or a string is an error; `MPI_Remove_error_string` first).
 pub fn remove_class(class: c_int) -> Result<(), Error> {
     let mut d = lock(&DYNAMIC);
     match d.get(&class) {
-        Some(x) if x.class.is_none() => {}
+        Some(x) if x.class.is_none() => still_named(class, x)?,
         _ => {
             return Err(Error::new(
                 ErrorClass::Arg,
@@ -318,11 +319,11 @@ pub fn remove_class(class: c_int) -> Result<(), Error> {
     Ok(())
 }
 
-/// `MPI_Remove_error_code`: a code the program added.
+/// `MPI_Remove_error_code`: a code the program added, without a string.
 pub fn remove_code(code: c_int) -> Result<(), Error> {
     let mut d = lock(&DYNAMIC);
     match d.get(&code) {
-        Some(x) if x.class.is_some() => {}
+        Some(x) if x.class.is_some() => still_named(code, x)?,
         _ => {
             return Err(Error::new(
                 ErrorClass::Arg,
@@ -333,6 +334,17 @@ pub fn remove_code(code: c_int) -> Result<(), Error> {
     d.remove(&code);
     update_lastused(&d);
     Ok(())
+}
+
+/// `MPI_ERR_ARG` if the program's class or code `code` still has a string.
+fn still_named(code: c_int, x: &Dynamic) -> Result<(), Error> {
+    if x.string.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorClass::Arg,
+        format!("error class or code {code} still has a string (MPI_Remove_error_string it first)"),
+    ))
 }
 
 /// `MPI_Remove_error_string`: the string of a class or code the program

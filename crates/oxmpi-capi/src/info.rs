@@ -177,6 +177,18 @@ fn lookup(h: usize, key: &str) -> Result<Option<String>, Error> {
         .map(|(_, v)| v))
 }
 
+/// Sets `key` to `value` in the user's info object `h` (an info argument
+/// the library writes back, as `MPI_Comm_split_type`'s).
+pub fn set_entry(h: usize, key: &str, value: &str) -> Result<(), Error> {
+    with_mut(h, |e| {
+        match e.iter_mut().find(|(x, _)| x == key) {
+            Some(slot) => slot.1 = value.to_string(),
+            None => e.push((key.to_string(), value.to_string())),
+        }
+        Ok(())
+    })
+}
+
 /// Gives communicator `to` (a duplicate of `from`) the hints of `from`.
 pub fn copy_comm(from: usize, to: usize) {
     let mut g = lock(comm_hints());
@@ -272,13 +284,7 @@ entry! {
                 format!("info value of {} bytes for key {k:?} (1 to {} allowed)", v.len(), MAX_INFO_VAL - 1),
             ));
         }
-        with_mut(info, |e| {
-            match e.iter_mut().find(|(x, _)| *x == k) {
-                Some(slot) => slot.1 = v,
-                None => e.push((k, v)),
-            }
-            Ok(())
-        })
+        set_entry(info, &k, &v)
     }
 
     /// `MPI_Info_delete`: a key that is not set is `MPI_ERR_INFO_NOKEY`.

@@ -25,6 +25,7 @@
 #![allow(non_snake_case)]
 
 pub mod attr;
+pub mod bsend;
 pub mod coll;
 pub mod comm;
 pub mod dtype;

@@ -2211,39 +2211,36 @@ entry! {
         unsafe { isendrecv_entry((sbuf, scount.into(), sdt), dest, stag, (rbuf, rcount.into(), rdt), source, rtag, comm, req) }
     }
 
-    /// `MPI_Buffer_attach`.
+    /// `MPI_Buffer_attach`: `size` bytes at `buf` (or
+    /// `MPI_BUFFER_AUTOMATIC`) for buffered sends on communicators without
+    /// a buffer of their own or of their session.
     fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int) comm = None; {
-        let s = state()?;
-        let n = count(size)?;
         // SAFETY: the program lends `size` bytes until MPI_Buffer_detach.
-        unsafe { s.universe.buffer_attach_raw(buf.cast(), n) }
+        unsafe { crate::bsend::attach(oxmpi::BufferScope::Process, buf, size.into()) }
     }
 
     /// `MPI_Buffer_detach`: waits for buffered messages, then gives the
-    /// buffer's address (through `buf`, a `void**`) and size back.
+    /// buffer's address (through `buf`, a `void**`; `MPI_BUFFER_AUTOMATIC`
+    /// for an automatic buffer) and size back.
     fn MPI_Buffer_detach / PMPI_Buffer_detach(buf: *mut c_void, size: *mut c_int) comm = None; {
-        let s = state()?;
-        let (p, n) = s.universe.buffer_detach_raw()?;
-        // SAFETY: the caller's out-parameters (`buf` is a `void**`).
-        unsafe {
-            put(buf.cast::<*mut u8>(), p, "buffer")?;
-            put(size, n as c_int, "size")
-        }
+        // SAFETY: the caller's out-parameters.
+        let n = unsafe { crate::bsend::detach(oxmpi::BufferScope::Process, buf) }?;
+        // SAFETY: as above.
+        unsafe { put(size, crate::bsend::int_size(n)?, "size") }
     }
 
-    /// `MPI_Buffer_flush`.
+    /// `MPI_Buffer_flush`: waits until the buffered messages have left the
+    /// process's buffer.
     fn MPI_Buffer_flush / PMPI_Buffer_flush() comm = None; {
-        state()?.universe.buffer_flush();
+        state()?.universe.buffer_flush_in(oxmpi::BufferScope::Process);
         Ok(())
     }
 
-    /// `MPI_Buffer_iflush`: flushes, then gives a completed request.
+    /// `MPI_Buffer_iflush`: a request that completes once the process's
+    /// buffer is empty.
     fn MPI_Buffer_iflush / PMPI_Buffer_iflush(req: *mut usize) comm = None; {
-        let s = state()?;
-        s.universe.buffer_flush();
-        let h = store(ReqObj::Done(CStatus::empty(), None))?;
         // SAFETY: the caller's out-parameter.
-        unsafe { put(req, h, "request") }
+        unsafe { crate::bsend::iflush(oxmpi::BufferScope::Process, req) }
     }
 
     /// `MPI_Grequest_start`.
@@ -2375,21 +2372,16 @@ entry! {
 
     /// `MPI_Buffer_attach_c`.
     fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buf: *mut c_void, size: i64) comm = None; {
-        let s = state()?;
-        let n = count64(size)?;
         // SAFETY: the program lends `size` bytes until MPI_Buffer_detach.
-        unsafe { s.universe.buffer_attach_raw(buf.cast(), n) }
+        unsafe { crate::bsend::attach(oxmpi::BufferScope::Process, buf, size) }
     }
 
     /// `MPI_Buffer_detach_c`.
     fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buf: *mut c_void, size: *mut i64) comm = None; {
-        let s = state()?;
-        let (p, n) = s.universe.buffer_detach_raw()?;
         // SAFETY: the caller's out-parameters (`buf` is a `void**`).
-        unsafe {
-            put(buf.cast::<*mut u8>(), p, "buffer")?;
-            put(size, n as i64, "size")
-        }
+        let n = unsafe { crate::bsend::detach(oxmpi::BufferScope::Process, buf) }?;
+        // SAFETY: as above.
+        unsafe { put(size, n as i64, "size") }
     }
 }
 

@@ -20,7 +20,7 @@
 //! invalid session, to `MPI_COMM_WORLD`'s (fatal before the runtime
 //! started).
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -51,6 +51,11 @@ static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 /// Sessions initialized and not yet finalized.
 pub fn active() -> usize {
     ACTIVE.load(Ordering::Acquire)
+}
+
+/// Session `h`'s buffer scope.
+fn scope(h: usize) -> oxmpi::BufferScope {
+    oxmpi::BufferScope::Session(h as u64)
 }
 
 fn session(h: usize) -> Result<Arc<SessionObj>, Error> {
@@ -200,6 +205,8 @@ session_entry! {
         let h = unsafe { sess.read() };
         session(h)?;
         let s = state()?;
+        // Its buffer, if one is attached, once its messages have left.
+        let _ = s.universe.buffer_detach_raw_in(oxmpi::BufferScope::Session(h as u64));
         let obj = lock(&SESSIONS).remove(h);
         if let Some(obj) = obj {
             crate::errh::release(*lock(&obj.errh));
@@ -306,8 +313,58 @@ session_entry! {
         let s = state()?;
         let g = if world { s.world.comm.group() } else { s.self_.comm.group() };
         let h = lock(&s.groups).insert(g);
+        crate::bsend::note_group(h, sess);
         // SAFETY: not null; the caller's out-parameter.
         unsafe { put(newgroup, h, "newgroup") }
+    }
+
+    /// `MPI_Session_attach_buffer`: `size` bytes at `buffer` (or
+    /// `MPI_BUFFER_AUTOMATIC`) for buffered sends on the communicators
+    /// derived from the session that have no buffer of their own.
+    fn MPI_Session_attach_buffer / PMPI_Session_attach_buffer(sess: usize, buffer: *mut c_void, size: c_int) target = Target::Session(sess); {
+        session(sess)?;
+        // SAFETY: the program lends the memory until it detaches it.
+        unsafe { crate::bsend::attach(scope(sess), buffer, size.into()) }
+    }
+
+    /// `MPI_Session_attach_buffer_c`.
+    fn MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(sess: usize, buffer: *mut c_void, size: i64) target = Target::Session(sess); {
+        session(sess)?;
+        // SAFETY: as above.
+        unsafe { crate::bsend::attach(scope(sess), buffer, size) }
+    }
+
+    /// `MPI_Session_detach_buffer`: waits for the buffered messages, then
+    /// gives the buffer's address and size back.
+    fn MPI_Session_detach_buffer / PMPI_Session_detach_buffer(sess: usize, buffer_addr: *mut c_void, size: *mut c_int) target = Target::Session(sess); {
+        session(sess)?;
+        // SAFETY: the caller's out-parameters.
+        let n = unsafe { crate::bsend::detach(scope(sess), buffer_addr) }?;
+        // SAFETY: as above.
+        unsafe { put(size, crate::bsend::int_size(n)?, "size") }
+    }
+
+    /// `MPI_Session_detach_buffer_c`.
+    fn MPI_Session_detach_buffer_c / PMPI_Session_detach_buffer_c(sess: usize, buffer_addr: *mut c_void, size: *mut i64) target = Target::Session(sess); {
+        session(sess)?;
+        // SAFETY: the caller's out-parameters.
+        let n = unsafe { crate::bsend::detach(scope(sess), buffer_addr) }?;
+        // SAFETY: as above.
+        unsafe { put(size, n as i64, "size") }
+    }
+
+    /// `MPI_Session_flush_buffer`.
+    fn MPI_Session_flush_buffer / PMPI_Session_flush_buffer(sess: usize) target = Target::Session(sess); {
+        session(sess)?;
+        state()?.universe.buffer_flush_in(scope(sess));
+        Ok(())
+    }
+
+    /// `MPI_Session_iflush_buffer`.
+    fn MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(sess: usize, req: *mut usize) target = Target::Session(sess); {
+        session(sess)?;
+        // SAFETY: the caller's out-parameter.
+        unsafe { crate::bsend::iflush(scope(sess), req) }
     }
 
     /// `MPI_Session_set_errhandler`: a predefined handler or one created

@@ -173,7 +173,11 @@ fn create(old: &CommObj, n: c_int, topo: Topo) -> Result<usize, Error> {
     let r = old.comm.rank();
     let color = (r < n).then_some(0);
     match old.comm.split(color, r)? {
-        Some(c) => register_with(s, *lock(&old.errh), Some(topo), c),
+        Some(c) => {
+            let h = register_with(s, *lock(&old.errh), Some(topo), c)?;
+            crate::bsend::inherit(old, h);
+            Ok(h)
+        }
         None => Ok(COMM_NULL),
     }
 }
@@ -412,6 +416,7 @@ entry! {
             Error::new(ErrorClass::Intern, "a split with a color gave no communicator")
         })?;
         let h = register_with(s, *lock(&c.errh), Some(Topo::Cart { dims: nd, periods: np }), sub)?;
+        crate::bsend::inherit(&c, h);
         // SAFETY: the caller's out-parameter.
         unsafe { put(newcomm, h, "newcomm") }
     }
@@ -592,6 +597,7 @@ entry! {
         let topo = Topo::DistGraph { sources: pair(src, sw), dests: pair(dst, dw), weighted };
         let d = old.comm.dup()?;
         let h = register_with(s, *lock(&old.errh), Some(topo), d)?;
+        crate::bsend::inherit(&old, h);
         // SAFETY: the caller's out-parameter.
         unsafe { put(comm_dist_graph, h, "comm_dist_graph") }
     }
@@ -665,6 +671,7 @@ entry! {
         }
         let topo = Topo::DistGraph { sources: sources_, dests, weighted };
         let h = register_with(s, *lock(&old.errh), Some(topo), d)?;
+        crate::bsend::inherit(&old, h);
         // SAFETY: the caller's out-parameter.
         unsafe { put(comm_dist_graph, h, "comm_dist_graph") }
     }

@@ -342,7 +342,7 @@ fn c_test_suite() {
     programs.sort();
     assert!(programs.len() >= 10, "built only {programs:?}");
     // The programs that also run on one rank (their header comments say so).
-    const ONE_RANK: [&str; 14] = [
+    const ONE_RANK: [&str; 15] = [
         "coll_v",
         "nbc",
         "coll_persistent",
@@ -357,6 +357,7 @@ fn c_test_suite() {
         "sessions",
         "unsupported",
         "reduce_ops",
+        "buffers",
     ];
     let mut failures = Vec::new();
     for exe in &programs {

@@ -34,7 +34,8 @@ pub use buffer::{Buffer, Layout};
 pub use config::PmlConfig;
 pub use error::{ErrClass, PmlError};
 pub use ob1::{
-    Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status, ANY_SOURCE_RUN, ANY_SOURCE_SWEEP,
+    BufferScope, Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status, ANY_SOURCE_RUN,
+    ANY_SOURCE_SWEEP,
 };
 pub use rcache::RcacheStats;
 
@@ -577,6 +578,18 @@ impl<B: ?Sized + Btl> Pml<B> {
     pub fn buffer_detach(&self) -> Result<MemRegion, PmlError> {
         self.wait_until(|o| (!o.buffer_busy()).then_some(()));
         self.with(|o| o.buffer_detach())
+    }
+
+    /// Detaches `scope`'s buffer once every buffered message has left it:
+    /// its region (`None`: an automatic buffer).
+    pub fn buffer_detach_from(&self, scope: BufferScope) -> Result<Option<MemRegion>, PmlError> {
+        self.wait_until(|o| (!o.buffer_busy_in(scope)).then_some(()));
+        self.with(|o| o.buffer_detach_from(scope))
+    }
+
+    /// Waits until every buffered message has left `scope`'s buffer.
+    pub fn buffer_flush_in(&self, scope: BufferScope) {
+        self.wait_until(|o| (!o.buffer_busy_in(scope)).then_some(()));
     }
 }
 

@@ -15,7 +15,9 @@ use oxmpi_btl::self_btl::{SelfBtl, DEFAULT_LIMITS};
 use oxmpi_btl::sim::{SimBtl, SimConfig, SimNet};
 use oxmpi_match::{Source, Tag};
 use oxmpi_pml::hdr::{Hdr, ReqRef};
-use oxmpi_pml::{Buffer, ErrClass, Layout, Ob1, PeerDesc, PmlConfig, ReqId, SendMode, Status};
+use oxmpi_pml::{
+    Buffer, BufferScope, ErrClass, Layout, Ob1, PeerDesc, PmlConfig, ReqId, SendMode, Status,
+};
 
 /// A BTL with some capabilities masked off (to force the protocols that a
 /// BTL without GET, or without any RDMA, gets).
@@ -2156,6 +2158,99 @@ fn buffered_send_completes_at_once_and_detach_waits() {
         .unwrap();
     let st = w.ranks[0].test(s).unwrap().unwrap();
     assert_eq!(st.error, Some(ErrClass::Buffer));
+}
+
+/// MPI 4.1's buffers: a communicator's, then its session's, then the
+/// process's serve its buffered sends; an automatic buffer never runs out.
+#[test]
+fn buffered_sends_use_the_communicator_then_session_then_process_buffer() {
+    const CTX2: u16 = 8;
+    let mut w = world(2);
+    for r in 0..2 {
+        w.ranks[r].add_comm(CTX2, vec![0, 1], r as u32).unwrap();
+    }
+    let mut src = Mem::pattern(3000, 6);
+    let recv2 = |w: &mut World, dst: &mut Mem| {
+        let r = w.ranks[1]
+            .irecv(dst.buf(), Source::Rank(0), Tag::Any, CTX2)
+            .unwrap();
+        w.wait(1, r)
+    };
+    let bsend = |w: &mut World, ctx: u16, src: &mut Mem| {
+        let s = w.ranks[0]
+            .isend(src.buf(), 1, 0, ctx, SendMode::Buffered)
+            .unwrap();
+        w.ranks[0].test(s).unwrap().unwrap()
+    };
+    // Nothing attached: MPI_ERR_BUFFER.
+    assert_eq!(bsend(&mut w, CTX2, &mut src).error, Some(ErrClass::Buffer));
+    // The communicator's buffer serves CTX2 only.
+    let mut comm_buf = Mem::zeros(4000);
+    w.ranks[0]
+        .buffer_attach_to(BufferScope::Comm(CTX2), Some(comm_buf.region()))
+        .unwrap();
+    assert_eq!(
+        w.ranks[0]
+            .buffer_attach_to(BufferScope::Comm(CTX2), None)
+            .unwrap_err()
+            .class,
+        ErrClass::Buffer,
+        "one buffer per communicator"
+    );
+    assert_eq!(bsend(&mut w, CTX2, &mut src).error, None);
+    assert!(w.ranks[0].buffer_busy_in(BufferScope::Comm(CTX2)));
+    assert!(!w.ranks[0].buffer_busy());
+    assert_eq!(bsend(&mut w, CTX, &mut src).error, Some(ErrClass::Buffer));
+    let mut dst = Mem::zeros(3000);
+    recv2(&mut w, &mut dst);
+    assert_eq!(dst.0, Mem::pattern(3000, 6).0);
+    w.run_until(|w| !w.ranks[0].buffer_busy_in(BufferScope::Comm(CTX2)));
+    let r = w.ranks[0]
+        .buffer_detach_from(BufferScope::Comm(CTX2))
+        .unwrap();
+    assert_eq!(r.map(|r| r.addr()), Some(comm_buf.region().addr()));
+    // A session's automatic buffer serves the contexts bound to it: many
+    // messages, more than any one buffer holds, outstanding at once.
+    w.ranks[0].bind_session(CTX2, Some(5));
+    assert_eq!(w.ranks[0].session_of(CTX2), Some(5));
+    w.ranks[0]
+        .buffer_attach_to(BufferScope::Session(5), None)
+        .unwrap();
+    assert_eq!(bsend(&mut w, CTX, &mut src).error, Some(ErrClass::Buffer));
+    for _ in 0..50 {
+        assert_eq!(bsend(&mut w, CTX2, &mut src).error, None);
+    }
+    for _ in 0..50 {
+        let mut dst = Mem::zeros(3000);
+        recv2(&mut w, &mut dst);
+        assert_eq!(dst.0, Mem::pattern(3000, 6).0);
+    }
+    w.run_until(|w| !w.ranks[0].buffer_busy_in(BufferScope::Session(5)));
+    assert_eq!(
+        w.ranks[0]
+            .buffer_detach_from(BufferScope::Session(5))
+            .unwrap(),
+        None,
+        "an automatic buffer has no region"
+    );
+    // Unbound, CTX2 falls back on the process's buffer.
+    w.ranks[0].bind_session(CTX2, None);
+    w.ranks[0]
+        .buffer_attach_to(BufferScope::Process, None)
+        .unwrap();
+    assert_eq!(bsend(&mut w, CTX2, &mut src).error, None);
+    let mut dst = Mem::zeros(3000);
+    recv2(&mut w, &mut dst);
+    w.run_until(|w| !w.ranks[0].buffer_busy());
+    assert_eq!(
+        w.ranks[0].buffer_detach().unwrap_err().class,
+        ErrClass::Buffer,
+        "MPI_Buffer_detach of an automatic buffer through the region API"
+    );
+    assert_eq!(
+        w.ranks[0].buffer_detach_from(BufferScope::Process).unwrap(),
+        None
+    );
 }
 
 #[test]

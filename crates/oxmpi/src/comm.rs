@@ -395,6 +395,17 @@ impl<L: Level> std::fmt::Debug for Communicator<'_, L> {
 }
 
 impl<'u, L: Level> Communicator<'u, L> {
+    /// Names this communicator's buffer for buffered sends
+    /// (`MPI_Comm_attach_buffer`): see [`Universe::buffer_attach_raw_in`].
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert_ne!(universe.world().buffer_scope(), oxmpi::BufferScope::Process);
+    /// ```
+    pub fn buffer_scope(&self) -> crate::BufferScope {
+        crate::BufferScope::Comm(self.ctx)
+    }
+
     pub(crate) fn predefined(u: &'u Universe<L>, ctx: u16, ranks: Vec<u32>, rank: u32) -> Self {
         let p2p_size = ranks.len() as i32;
         Communicator {

@@ -86,6 +86,9 @@ pub use universe::{
     Universe,
 };
 
+/// Which attached buffer a buffered send uses (the process's, a
+/// communicator's, a session's): see [`Universe::buffer_attach_raw_in`].
+pub use oxmpi_pml::BufferScope;
 /// Re-exports of the PML's protocol counters.
 ///
 /// ```no_run

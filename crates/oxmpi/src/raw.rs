@@ -6,7 +6,7 @@
 
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_datatype::Convertor;
-use oxmpi_pml::{Buffer as PBuffer, SendMode};
+use oxmpi_pml::{Buffer as PBuffer, BufferScope, SendMode};
 
 use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Message;
@@ -380,6 +380,130 @@ impl<L: Level> Universe<L> {
     /// ```
     pub fn buffer_flush(&self) {
         self.rt.pml.wait_until(|o| (!o.buffer_busy()).then_some(()));
+    }
+
+    /// `MPI_Comm_attach_buffer`, `MPI_Session_attach_buffer` (and
+    /// `MPI_Buffer_attach` for [`BufferScope::Process`]): `len` bytes at
+    /// `addr` become `scope`'s buffer. A buffered send uses its
+    /// communicator's buffer ([`Communicator::buffer_scope`]), else its
+    /// session's ([`Universe::bind_session`]), else the process's.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let mut space = vec![0u8; 1 << 16];
+    /// // SAFETY: `space` stays alive and untouched until detached.
+    /// unsafe { universe.buffer_attach_raw_in(world.buffer_scope(), space.as_mut_ptr(), space.len()) }
+    ///     .unwrap();
+    /// let got = universe.buffer_detach_raw_in(world.buffer_scope()).unwrap();
+    /// assert_eq!(got, Some((space.as_mut_ptr(), space.len())));
+    /// ```
+    ///
+    /// # Safety
+    /// As for [`Universe::buffer_attach_raw`], until
+    /// [`Universe::buffer_detach_raw_in`] returns the memory.
+    ///
+    /// [`Communicator::buffer_scope`]: crate::Communicator::buffer_scope
+    pub unsafe fn buffer_attach_raw_in(
+        &self,
+        scope: BufferScope,
+        addr: *mut u8,
+        len: usize,
+    ) -> Result<()> {
+        // SAFETY: the caller lends the memory until detach.
+        let region = unsafe { MemRegion::new(addr.cast_const(), len) };
+        self.rt
+            .pml
+            .with(|o| o.buffer_attach_to(scope, Some(region)))?;
+        Ok(())
+    }
+
+    /// `MPI_BUFFER_AUTOMATIC` attached to `scope`: the library allocates
+    /// the copy of each buffered message itself, so a buffered send never
+    /// fails for want of space.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// universe.buffer_attach_automatic(oxmpi::BufferScope::Process).unwrap();
+    /// assert_eq!(universe.buffer_detach_raw_in(oxmpi::BufferScope::Process).unwrap(), None);
+    /// ```
+    pub fn buffer_attach_automatic(&self, scope: BufferScope) -> Result<()> {
+        self.rt.pml.with(|o| o.buffer_attach_to(scope, None))?;
+        Ok(())
+    }
+
+    /// Detaches `scope`'s buffer once every buffered message has left it:
+    /// the memory attached ([`Universe::buffer_attach_raw_in`]), or `None`
+    /// for an automatic buffer.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert!(universe.buffer_detach_raw_in(oxmpi::BufferScope::Session(1)).is_err());
+    /// ```
+    pub fn buffer_detach_raw_in(&self, scope: BufferScope) -> Result<Option<(*mut u8, usize)>> {
+        if scope == BufferScope::Process
+            && self
+                .rt
+                .bsend_buf
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+        {
+            return Err(Error::new(
+                ErrorClass::Buffer,
+                "the attached buffer belongs to the Rust API: use buffer_detach",
+            ));
+        }
+        let r = self.rt.pml.buffer_detach_from(scope)?;
+        Ok(r.map(|r| (r.addr() as *mut u8, r.len())))
+    }
+
+    /// `MPI_Comm_flush_buffer`, `MPI_Session_flush_buffer`: waits until
+    /// every buffered message has left `scope`'s buffer.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// universe.buffer_flush_in(universe.world().buffer_scope());
+    /// ```
+    pub fn buffer_flush_in(&self, scope: BufferScope) {
+        self.rt.pml.buffer_flush_in(scope);
+    }
+
+    /// Whether buffered messages still occupy `scope`'s buffer (a
+    /// non-blocking flush polls this).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert!(!universe.buffer_busy_in(oxmpi::BufferScope::Process));
+    /// ```
+    pub fn buffer_busy_in(&self, scope: BufferScope) -> bool {
+        self.rt.pml.with(|o| o.buffer_busy_in(scope))
+    }
+
+    /// Marks `comm` as derived from session `session` (its buffered sends
+    /// fall back on the session's buffer), or forgets that (`None`, before
+    /// it is freed).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// universe.bind_session(&world, Some(7));
+    /// universe.bind_session(&world, None);
+    /// ```
+    pub fn bind_session(&self, comm: &crate::Communicator<'_, L>, session: Option<u64>) {
+        let ctx = comm.ctx;
+        self.rt.pml.with(|o| o.bind_session(ctx, session));
+    }
+
+    /// The session `comm` was bound to ([`Universe::bind_session`]).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert_eq!(universe.session_of(&universe.world()), None);
+    /// ```
+    pub fn session_of(&self, comm: &crate::Communicator<'_, L>) -> Option<u64> {
+        let ctx = comm.ctx;
+        self.rt.pml.with(|o| o.session_of(ctx))
     }
 }
 

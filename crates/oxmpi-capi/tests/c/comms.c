@@ -197,6 +197,41 @@ static void splits(void)
                                   MPI_INFO_NULL, &c));
     CHECK(c == MPI_COMM_NULL,
           "split_type(RESOURCE_GUIDED) without a key did not give MPI_COMM_NULL");
+    {
+        /* mpi_hw_resource_type = mpi_shared_memory: the shared-memory
+         * split, and the info argument left as it was */
+        MPI_Info info;
+        MPI_Comm shared;
+        char val[64];
+        int flag, s2;
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                                      &shared));
+        MPI_CHECK(MPI_Comm_size(shared, &s));
+        MPI_CHECK(MPI_Info_create(&info));
+        MPI_CHECK(MPI_Info_set(info, "mpi_hw_resource_type", "mpi_shared_memory"));
+        MPI_CHECK(
+            MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_RESOURCE_GUIDED, rank, info, &c));
+        CHECK(c != MPI_COMM_NULL, "split_type(RESOURCE_GUIDED, mpi_shared_memory) gave NULL");
+        MPI_CHECK(MPI_Comm_size(c, &s2));
+        CHECK(s2 == s, "RESOURCE_GUIDED shared-memory split of %d, SHARED gives %d", s2, s);
+        MPI_CHECK(MPI_Comm_free(&c));
+        MPI_CHECK(MPI_Info_get_string(info, "mpi_hw_resource_type", &(int){64}, val, &flag));
+        CHECK(flag && strcmp(val, "mpi_shared_memory") == 0, "the info's key became '%s'", val);
+        MPI_CHECK(MPI_Info_free(&info));
+        /* unguided: a strictly smaller communicator naming its resource in
+         * the info, or MPI_COMM_NULL */
+        MPI_CHECK(MPI_Info_create(&info));
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_UNGUIDED, rank, info, &c));
+        if (c != MPI_COMM_NULL) {
+            MPI_CHECK(MPI_Comm_size(c, &s2));
+            CHECK(s2 < size, "HW_UNGUIDED split of %d from %d ranks", s2, size);
+            MPI_CHECK(MPI_Info_get_string(info, "mpi_hw_resource_type", &(int){64}, val, &flag));
+            CHECK(flag, "HW_UNGUIDED did not name its resource type");
+            MPI_CHECK(MPI_Comm_free(&c));
+        }
+        MPI_CHECK(MPI_Info_free(&info));
+        MPI_CHECK(MPI_Comm_free(&shared));
+    }
 #endif
 #endif
 }

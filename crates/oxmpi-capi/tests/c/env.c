@@ -191,6 +191,18 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Get_version(&v, &sv));
     CHECK(v == MPI_VERSION && sv == MPI_SUBVERSION, "MPI_Get_version = %d.%d, header says %d.%d",
           v, sv, MPI_VERSION, MPI_SUBVERSION);
+#if MPI_VERSION >= 5 || (MPI_VERSION == 4 && MPI_SUBVERSION >= 1)
+    {
+        /* MPI 4.1: a new info object describing the hardware */
+        MPI_Info hw;
+        int nkeys;
+        MPI_CHECK(MPI_Get_hw_resource_info(&hw));
+        CHECK(hw != MPI_INFO_NULL, "MPI_Get_hw_resource_info gave MPI_INFO_NULL");
+        MPI_CHECK(MPI_Info_get_nkeys(hw, &nkeys));
+        CHECK(nkeys >= 0, "hw info has %d keys", nkeys);
+        MPI_CHECK(MPI_Info_free(&hw));
+    }
+#endif
     len = -1;
     MPI_CHECK(MPI_Get_library_version(buf, &len));
     check_string(buf, len, MPI_MAX_LIBRARY_VERSION_STRING, "Get_library_version");

@@ -190,6 +190,12 @@ int main(int argc, char **argv)
     }
 
 #if MPI_VERSION > 4 || (MPI_VERSION == 4 && MPI_SUBVERSION >= 1)
+    /* A code or class that still has a string, or a class that still has
+     * codes, cannot be removed. */
+    rc = MPI_Remove_error_code(mycode);
+    CHECK(rc != MPI_SUCCESS, "removed a code that still has a string");
+    rc = MPI_Remove_error_class(myclass);
+    CHECK(rc != MPI_SUCCESS, "removed a class that still has codes");
     MPI_CHECK(MPI_Remove_error_string(mycode));
     MPI_CHECK(MPI_Error_string(mycode, msg, &len));
     CHECK(len == 0 && msg[0] == '\0', "string after Remove_error_string: '%s'", msg);

@@ -62,6 +62,8 @@ mod send;
 mod small;
 mod state;
 
+pub use bsend::BufferScope;
+use bsend::{Bsend, BsendSlot};
 use failure::*;
 use handlers::*;
 use rdma::*;
@@ -410,7 +412,9 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 any_source_next: 0,
                 any_source_run: 0,
                 read_empty: None,
-                bsend: None,
+                bsend: Vec::new(),
+                bsend_ids: 0,
+                ctx_session: Vec::new(),
                 dereg: Vec::new(),
                 rcache,
                 local_fault: failure::FaultHook::default(),
@@ -696,40 +700,6 @@ impl<B: ?Sized + Btl> Ob1<B> {
             q.persistent = false;
         }
         Ok(())
-    }
-
-    /// `MPI_Buffer_attach`.
-    pub fn buffer_attach(&mut self, region: MemRegion) -> Result<(), PmlError> {
-        if self.st.bsend.is_some() {
-            return Err(err(ErrClass::Buffer, "a buffer is already attached"));
-        }
-        self.st.bsend = Some(Bsend {
-            region,
-            used: Vec::new(),
-        });
-        Ok(())
-    }
-
-    /// Whether buffered sends still occupy the attached buffer.
-    pub fn buffer_busy(&self) -> bool {
-        self.st.bsend.as_ref().is_some_and(|b| !b.used.is_empty())
-    }
-
-    /// `MPI_Buffer_detach` once [`Ob1::buffer_busy`] is false: returns the
-    /// region.
-    pub fn buffer_detach(&mut self) -> Result<MemRegion, PmlError> {
-        match &self.st.bsend {
-            None => Err(err(ErrClass::Buffer, "no buffer is attached")),
-            Some(b) if !b.used.is_empty() => Err(err(
-                ErrClass::Pending,
-                "buffered messages are still in flight",
-            )),
-            Some(b) => {
-                let r = b.region;
-                self.st.bsend = None;
-                Ok(r)
-            }
-        }
     }
 
     /// Whether a started, not yet complete request uses context `ctx`

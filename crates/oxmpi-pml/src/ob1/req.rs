@@ -70,7 +70,7 @@ pub(super) struct SendReq {
     /// The sender's registration (RGET), boxed: only a rendezvous holds
     /// one, and inline it would widen every request (cache lines).
     pub(super) reg: Option<Box<RegRef>>,
-    pub(super) bsend: Option<(usize, usize)>,
+    pub(super) bsend: Option<BsendSlot>,
     pub(super) internal: bool,
     pub(super) credit: usize,
     pub(super) seq: u16,
@@ -289,13 +289,6 @@ pub(super) struct PutAsk {
     pub(super) peer: u32,
 }
 
-#[derive(Debug)]
-pub(super) struct Bsend {
-    pub(super) region: MemRegion,
-    /// Live allocations (offset, length), sorted by offset.
-    pub(super) used: Vec<(usize, usize)>,
-}
-
 /// The request slab: slots with generations, so a stale or forged
 /// reference is recognised.
 #[derive(Debug, Default)]
@@ -451,7 +444,7 @@ pub(super) fn close_req(
     rcache: &mut Rcache,
     dereg: &mut Vec<(usize, RegId)>,
     rget_out: &mut [u32],
-    bsend: &mut Option<Bsend>,
+    bsend: &mut [Bsend],
 ) -> bool {
     if q.done {
         return false;
@@ -467,11 +460,11 @@ pub(super) fn close_req(
             if let Some(x) = s.reg.take() {
                 rcache.release(*x, dereg);
             }
-            let range = s.bsend.filter(|_| s.internal);
-            if let (Some(range), Some(b)) = (range, bsend.as_mut()) {
-                b.used.retain(|&u| u != range);
+            let slot = s.bsend.filter(|_| s.internal);
+            if let Some(slot) = slot {
+                super::bsend::release(bsend, slot);
             }
-            q.user_freed || range.is_some()
+            q.user_freed || slot.is_some()
         }
         Kind::Recv(rr) => {
             release_regs(rr, rcache, dereg);
