@@ -28,11 +28,10 @@ const SHORT_DISTANCE_PIECE: usize = 2048;
 
 /// Whether a copy of `len` bytes from `src` to `dst` (addresses) is one
 /// that `rep movsb` runs at a fraction of its speed: the destination a few
-/// bytes past the source modulo 4 KiB. Measured here (AMD EPYC, Zen 4,
-/// glibc 2.36, a 64 KiB copy): 3.5 GB/s at distances 4 to 12, 25 to
-/// 43 GB/s at 16 to 32 (by the source's alignment), 52-58 GB/s at the
-/// others; the same copy cut into 2 KiB pieces (vector loops) runs at
-/// 46-54 GB/s at every distance.
+/// bytes past the source modulo 4 KiB (on this project's machine, AMD EPYC
+/// Zen 4 with glibc 2.36, a small fraction of the copy's usual speed, while
+/// the same copy cut into 2 KiB pieces runs at nearly full speed at every
+/// distance: `docs/performance.md`, "Tuning parameters and switch points").
 /// Such distances are common: a `Vec` of 128 KiB or more starts 16 bytes
 /// into its page, and a message's data follows its headers.
 #[inline]
@@ -85,8 +84,7 @@ fn word<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
 /// `dst.copy_from_slice(src)`, cut into 2 KiB pieces when the distance
 /// between the two would make one `rep movsb` slow: a copy of 2 KiB or
 /// more whose destination lies 1 to 39 bytes past its source modulo 4 KiB
-/// (3.5 GB/s against 53-58 GB/s on this machine; the pieces, copied with
-/// vector loops, run at 46-54 GB/s at every distance).
+/// (the pieces are copied with vector loops, fast at every distance).
 ///
 /// # Panics
 /// When the lengths differ, as `copy_from_slice` does.

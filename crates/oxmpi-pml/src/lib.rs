@@ -549,7 +549,8 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// reads its source's channel a few times before it is posted
     /// ([`Ob1::irecv_polling`]): a message that lands meanwhile completes it
     /// without the posted-receive round (8-byte ping-pong over sm: see
-    /// `docs/performance.md`).
+    /// `docs/perf/log/performance-history.md`, "The machine's states, the
+    /// receive path and the blocking receive").
     pub fn recv(&self, buf: Buffer, src: Source, tag: Tag, ctx: u16) -> Result<Status, PmlError> {
         let polls = if self.spin > 0 { RECV_POLLS } else { 1 };
         self.start_then_wait(|o| o.irecv_polling(buf, src, tag, ctx, polls))

@@ -1,4 +1,4 @@
-/* evict_ahead.c K FB FA FE D (docs/performance.md, "Evicting ahead"): two threads pinned to
+/* evict_ahead.c K FB FA FE D (docs/perf/log/performance-history.md, "Evicting ahead"): two threads pinned to
  * CPUs 0 and 1; the producer writes 32-byte records (header word last, Release) into a
  * 256 KiB ring in windows of 64, the consumer polls each header and acknowledges the
  * window (the msgrate pattern). K: extra stack stores per record on the producer (an

@@ -1,7 +1,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-/* exchange_modes.c MODE SIZE ITERS (docs/performance.md, "Posted receives and the
+/* exchange_modes.c MODE SIZE ITERS (docs/perf/log/performance-history.md, "Posted receives and the
  * request calls"): microseconds per exchange step with both ring neighbours.
  * mode 0: Irecv x2, Isend x2, Waitall 4 (a halo). 1: Isend x2 then Irecv x2, Waitall 4.
  * 2: Irecv, Isend, Waitall 2 (one message each way). 3: Irecv x2, Isend x2, Wait x4 in order.

@@ -1,4 +1,4 @@
-/* msgrate_phases.c [N] (docs/performance.md, "Evicting ahead"): the anchors' msgrate
+/* msgrate_phases.c [N] (docs/perf/log/performance-history.md, "Evicting ahead"): the anchors' msgrate
  * pattern (rank 0: 64 MPI_Isend of 8 bytes, MPI_Waitall, a 4-byte ack by MPI_Recv;
  * rank 1: 64 MPI_Irecv, MPI_Waitall, the ack) with a timer around each phase. Prints,
  * per rank, the rate and the mean ns per window spent posting, waiting and in the

@@ -1,4 +1,4 @@
-/* pair_line.c W MODE (docs/performance.md, "Pair lines"): two processes pinned to
+/* pair_line.c W MODE (docs/perf/log/performance-history.md, "Pair lines"): two processes pinned to
  * CPUs 0 and 1 ping-pong a counter, with W steps of a dependent multiply (~1 ns each)
  * between reading and answering. MODE 0: both words in one line (1line-halves);
  * 1: a ping line and a pong line (2line); 2: 2line with a PREFETCHW of the own line

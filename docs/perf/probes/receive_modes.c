@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
-/* receive_modes.c MODE (docs/performance.md, "Receives through probes, tests and
+/* receive_modes.c MODE (docs/perf/log/performance-history.md, "Receives through probes, tests and
  * MPI_Sendrecv"): 8-byte ping-pong where each receive completes through
  * 0 Irecv+Wait, 1 Irecv+Test loop, 2 Iprobe loop+Recv, 3 Sendrecv, 4 Waitany(4 reqs, 1 active) */
 static void rx(int mode, char *rb, int peer) {

@@ -1,4 +1,4 @@
-/* recv_path.c: instructions per MPI_Recv of a message already there (docs/performance.md,
+/* recv_path.c: instructions per MPI_Recv of a message already there (docs/perf/log/performance-history.md,
  * "The small-message receive"). Rank 0 sends 60 eager 8-byte messages; rank 1, after a
  * 20 ms sleep with no MPI call, receives them all; 20 windows (1200 receives).
  *

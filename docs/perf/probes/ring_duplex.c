@@ -1,5 +1,5 @@
 /* ring_duplex.c: where a shared-memory ping-pong's floor lies on this machine
- * (docs/performance.md, "The small receive from any source", 2026-11-26).
+ * (docs/perf/log/performance-history.md, "The small receive from any source", 2026-11-26).
  *
  * Two pinned threads, one-slot records (an 8-byte header word with the lap
  * stamp, written last with Release, as in oxmpi's sm ring), 1024 lines.

@@ -1,5 +1,5 @@
 /* ring_floor.c: the floor of a shared-memory ring on this machine, with no MPI
- * around it (docs/performance.md, "The slow state's floor", 2026-11-26).
+ * around it (docs/perf/log/performance-history.md, "The slow state's floor", 2026-11-26).
  *
  * Two threads pinned to cores 0 and 1 and two 64 KiB rings of 32-byte records
  * (an 8-byte header word with the lap stamp, written last with Release, as in

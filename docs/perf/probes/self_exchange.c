@@ -1,7 +1,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-/* self_exchange.c MODE ITERS (docs/performance.md, "Posted receives and the request
+/* self_exchange.c MODE ITERS (docs/perf/log/performance-history.md, "Posted receives and the request
  * calls"): the software cost of an exchange with oneself on MPI_COMM_SELF, no
  * cross-core traffic (run it under callgrind for instruction counts).
  * 0: Irecv, Isend, Waitall 2. 1: Isend, Irecv, Waitall 2. 2: Irecv x2 (tags 1, 2),

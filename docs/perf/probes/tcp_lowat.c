@@ -1,7 +1,7 @@
 /* tcp_lowat.c: loopback TCP bandwidth with the receiver reading as soon as
  * anything arrived (mode 0: non-blocking recv in a loop; mode 1: poll first)
  * or only once LOWAT bytes are queued (mode 1 with SO_RCVLOWAT), the sender
- * writing CHUNK bytes per call (docs/performance.md, 2026-11-26).
+ * writing CHUNK bytes per call (docs/perf/log/performance-history.md, 2026-11-26).
  * Windows of 64 messages of 1 MiB into distinct slots, as the bw test does.
  *
  *   gcc -O2 tcp_lowat.c -o tcp_lowat && ./tcp_lowat 1 262144

@@ -1,5 +1,5 @@
 /* waitany_pingpong.c: 8-byte ping-pong whose receives complete through MPI_Waitany
- * (docs/performance.md, "Waiting ranks yield only when idle"). Prints half the round trip.
+ * (docs/perf/log/performance-history.md, "Waiting ranks yield only when idle"). Prints half the round trip.
  *   mpicc -O2 waitany_pingpong.c -o wa && mpirun -n 2 ./wa */
 #include <mpi.h>
 #include <stdio.h>

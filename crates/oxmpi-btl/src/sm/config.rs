@@ -5,30 +5,27 @@ use super::ring;
 use crate::btl::Limits;
 
 /// [`SmConfig::evict_ahead`]'s default, in lines: measured on this
-/// project's machine (`docs/performance.md`, "Evicting ahead").
+/// project's machine (`docs/performance.md`, "Tuning parameters and switch
+/// points"; `docs/perf/log/performance-history.md`, "Evicting ahead").
 pub const DEFAULT_EVICT_AHEAD: usize = 12;
 
 /// Default limits of the sm BTL. `max_send_size` and `max_sendi_size` are
 /// clamped at construction to what one ring record carries
 /// ([`Ring::max_payload`](ring::Ring::max_payload): 65592 bytes with the 256 KiB rings of a node of
 /// up to [`BIG_RING_RANKS`] ranks, 16440 with 64 KiB rings), and the eager
-/// limits to `max_send_size`. Eager up to 32 KiB of data with 256 KiB rings
-/// (one-way bandwidth in windows of 64: 32 KiB 6.3 -> 19.4 GB/s; 32 KiB
-/// latency 4.8 -> 2.2 us; measured here against single copy above 16 KiB).
-/// Not 64 KiB: through the ring it was faster in the machine's usual state
-/// (latency 5.4 -> 4.1 us) but slower in its slow cross-core state (6.6 ->
-/// 9.7 us, Open MPI 7.0), where a single copy moves each line once.
+/// limits to `max_send_size`.
 ///
-/// The eager limit is as large as one record, up to 32 KiB: on this kind of
-/// machine a single-copy (CMA) transfer costs about 1.5 us of system call
-/// before the first byte moves, while copying a message in and out of a
-/// ring wins up to there in every state (8 KiB latency 3.3 -> 0.8 us, 4 KiB
-/// bandwidth 1.7 -> 10.5 GB/s, measured here). It counts the PML's headers,
+/// The eager limit is as large as one record, up to 32 KiB of data: a
+/// single-copy (CMA) transfer pays a system call before its first byte
+/// moves, and copying a message in and out of a ring wins up to there in
+/// every machine state. Not 64 KiB: through the ring it was faster in the
+/// usual state but slower in the slow cross-core one, where a single copy
+/// moves each line once and the ring twice. It counts the PML's headers,
 /// so 32 KiB of data is eager with 256 KiB rings (16 KiB with 64 KiB
-/// rings). The immediate
-/// send takes 512 bytes with the headers, so the PML's default
-/// `pml_ob1_sendi_limit` of 256 data bytes goes through it whole (256-byte
-/// latency 0.227 -> 0.205 us, measured here).
+/// rings). The immediate send takes 512 bytes with the headers, so the
+/// PML's default `pml_ob1_sendi_limit` of 256 data bytes goes through it
+/// whole. Measurements behind these: `docs/performance.md`, "Tuning
+/// parameters and switch points".
 pub const DEFAULT_LIMITS: Limits = Limits {
     eager_limit: 32 * 1024 + 64,
     rndv_eager_limit: 32 * 1024 + 64,

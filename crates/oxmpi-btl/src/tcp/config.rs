@@ -10,15 +10,14 @@ use crate::btl::{BtlError, Limits};
 /// exclusivity 100, latency 100, bandwidth 100 per link) except:
 /// - the eager limit: a payload of up to 256 KiB goes eagerly, headers
 ///   included. Open MPI's 64 KiB counts the headers, so a 64 KiB message
-///   took a rendezvous round trip and a 32-byte tail fragment. Measured
-///   over loopback, interleaved with MPICH 5: 64 KiB 35 -> 25 us (MPICH
-///   27), 256 KiB 241 -> 179 us (MPICH 186).
+///   took a rendezvous round trip and a 32-byte tail fragment.
 /// - a rendezvous puts everything past its first 8 KiB (not 64 KiB), with
 ///   no send/receive tail (`rdma_pipeline_send_length` 0, not 128 KiB): the
 ///   emulated put lands straight in the receive buffer, where fragments are
-///   read into the module's buffer and copied again. Loopback ping-pong,
-///   10 interleaved rounds, medians: 1 MiB 235 -> 208 us (MPICH 215),
-///   4 MiB 1141 -> 939 us (MPICH 1181); bandwidth unchanged within noise.
+///   read into the module's buffer and copied again.
+///
+/// Both were measured against MPICH 5 over loopback (`docs/performance.md`,
+/// "Tuning parameters and switch points").
 ///
 /// Unexpected eager data stays bounded by the PML's credits.
 pub const DEFAULT_LIMITS: Limits = Limits {

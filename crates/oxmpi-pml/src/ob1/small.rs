@@ -267,7 +267,8 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 // A pause between polls: with the pair lines (sm) the line
                 // polled is the one the sender answers in; polling it flat
                 // out takes it back while the other side is between reading
-                // and answering (docs/performance.md).
+                // and answering (docs/perf/log/performance-history.md,
+                // "Pair lines").
                 SmallRecv::Empty if left > 1 && btl.polls_from_peer() => {
                     left -= 1;
                     std::hint::spin_loop();
