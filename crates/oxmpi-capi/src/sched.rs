@@ -578,6 +578,17 @@ impl CollReq {
         matches!(lock(&self.sched).phase, Phase::Done(_))
     }
 
+    /// Its outcome if complete, left complete (`MPI_Request_get_status`):
+    /// `None` while running, no error for an inactive one.
+    pub fn peek(&self) -> Option<Option<Error>> {
+        advance_all();
+        match &lock(&self.sched).phase {
+            Phase::Done(e) => Some(e.clone()),
+            Phase::Inactive => Some(None),
+            Phase::Running => None,
+        }
+    }
+
     /// Its outcome if complete (`block`: waits as a point-to-point wait
     /// does, every schedule advanced between its passes, failure notices
     /// acted on), the request left inactive; `None` while incomplete (or
