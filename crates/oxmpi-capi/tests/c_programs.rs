@@ -423,10 +423,10 @@ fn a_killed_rank_is_named_not_the_survivor_that_noticed() {
 
 /// A rank killed while the others wait in collectives (`--enable-recovery`,
 /// the survivors under `MPI_ERRORS_RETURN`): on every survivor an
-/// `MPI_Iallreduce` + `MPI_Wait`, an `MPI_Allgatherv` and an `MPI_Ibarrier`
-/// + `MPI_Wait` each fail with `MPI_ERR_PROC_FAILED` (75), never hang, even
-/// where the survivor's own peers in the algorithm are alive (the failure
-/// reaches it through them).
+/// `MPI_Iallreduce` then `MPI_Wait`, an `MPI_Allgatherv` and an
+/// `MPI_Ibarrier` then `MPI_Wait` each fail with `MPI_ERR_PROC_FAILED`
+/// (75), never hang, even where the survivor's own peers in the algorithm
+/// are alive (the failure reaches it through them).
 #[test]
 fn collectives_fail_on_every_survivor_when_a_member_dies() {
     let exe = compile("coll_killed");
