@@ -322,8 +322,7 @@ struct Args {
 /// As for `MPI_Gather`.
 unsafe fn gather_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
     if let Some(c) = inter::of(comm)? {
-        // SAFETY: forwarded.
-        return unsafe { inter::gather(&c, a, root) };
+        return inter::gather(c, a, root);
     }
     let c = state()?.intra_comm(comm)?;
     let is_root = c.coll.rank() == root;
@@ -341,8 +340,7 @@ unsafe fn gather_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
 /// As for `MPI_Scatter`.
 unsafe fn scatter_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> {
     if let Some(c) = inter::of(comm)? {
-        // SAFETY: forwarded.
-        return unsafe { inter::scatter(&c, a, root) };
+        return inter::scatter(c, a, root);
     }
     let c = state()?.intra_comm(comm)?;
     let is_root = c.coll.rank() == root;
@@ -360,8 +358,7 @@ unsafe fn scatter_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> 
 /// As for `MPI_Allgather`.
 unsafe fn allgather_entry(a: Args, comm: usize) -> Result<(), Error> {
     if let Some(c) = inter::of(comm)? {
-        // SAFETY: forwarded.
-        return unsafe { inter::allgather(&c, a) };
+        return inter::allgather(c, a);
     }
     let c = state()?.intra_comm(comm)?;
     let me = c.coll.rank();
@@ -395,8 +392,7 @@ unsafe fn allgather_entry(a: Args, comm: usize) -> Result<(), Error> {
 /// As for `MPI_Alltoall`.
 unsafe fn alltoall_entry(a: Args, comm: usize) -> Result<(), Error> {
     if let Some(c) = inter::of(comm)? {
-        // SAFETY: forwarded.
-        return unsafe { inter::alltoall(&c, a) };
+        return inter::alltoall(c, a);
     }
     let c = state()?.intra_comm(comm)?;
     let (me, n) = (c.coll.rank(), c.coll.size());
@@ -451,8 +447,7 @@ unsafe fn allreduce_entry(
     comm: usize,
 ) -> Result<(), Error> {
     if let Some(c) = inter::of(comm)? {
-        // SAFETY: forwarded.
-        return unsafe { inter::allreduce(&c, sbuf, rbuf, n, dt, op) };
+        return inter::allreduce(c, sbuf, rbuf, n, dt, op);
     }
     let c = state()?.intra_comm(comm)?;
     let n = count64(n)?;
@@ -482,8 +477,7 @@ unsafe fn reduce_entry(
     comm: usize,
 ) -> Result<(), Error> {
     if let Some(c) = inter::of(comm)? {
-        // SAFETY: forwarded.
-        return unsafe { inter::reduce(&c, sbuf, rbuf, n, dt, op, root) };
+        return inter::reduce(c, sbuf, rbuf, n, dt, op, root);
     }
     let c = state()?.intra_comm(comm)?;
     // SAFETY: forwarded.
@@ -502,8 +496,7 @@ unsafe fn bcast_entry(
     comm: usize,
 ) -> Result<(), Error> {
     if let Some(c) = inter::of(comm)? {
-        // SAFETY: forwarded.
-        return unsafe { inter::bcast(&c, buf, n, dt, root) };
+        return inter::bcast(c, buf, n, dt, root);
     }
     let c = state()?.intra_comm(comm)?;
     // SAFETY: forwarded.

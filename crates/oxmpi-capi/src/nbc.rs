@@ -23,6 +23,8 @@ use crate::p2p::{count64, store};
 use crate::sched::{self, CollReq, Loc, Sched};
 use crate::state::{null_arg, state, ReqObj};
 
+pub(crate) mod inter;
+
 /// `MPI_IN_PLACE`.
 const IN_PLACE: *const c_void = 1 as *const c_void;
 
@@ -250,12 +252,18 @@ fn red_setup(s: &mut Sched, n: i64, dt: usize, op: usize) -> Result<(usize, User
 // ---- schedules of each collective ----
 
 fn b_barrier(comm: usize) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::barrier(c);
+    }
     let mut s = new_sched(comm)?;
     barrier(&mut s);
     Ok(s)
 }
 
 fn b_bcast(buf: *mut c_void, n: i64, dt: usize, root: c_int, comm: usize) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::bcast(c, buf, n, dt, root);
+    }
     let mut s = new_sched(comm)?;
     check_root(s.rank_size().1, root)?;
     let (n, t) = (count64(n)?, dtype(dt)?);
@@ -274,6 +282,9 @@ fn b_reduce(
     root: c_int,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::reduce(c, sbuf, rbuf, n, dt, op, root);
+    }
     let mut s = new_sched(comm)?;
     let (me, p) = s.rank_size();
     check_root(p, root)?;
@@ -308,6 +319,9 @@ fn b_allreduce(
     op: usize,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::allreduce(c, sbuf, rbuf, n, dt, op);
+    }
     let mut s = new_sched(comm)?;
     let me = s.rank_size().0;
     let (n, t) = red_setup(&mut s, n, dt, op)?;
@@ -379,6 +393,10 @@ unsafe fn b_reduce_scatter<T: Cnt>(
     op: usize,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: per the caller.
+        return unsafe { inter::reduce_scatter(c, sbuf, rbuf, rcounts, dt, op) };
+    }
     let s = new_sched(comm)?;
     let p = s.rank_size().1 as usize;
     // SAFETY: per the caller.
@@ -394,6 +412,9 @@ fn b_reduce_scatter_block(
     op: usize,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::reduce_scatter_block(c, sbuf, rbuf, n, dt, op);
+    }
     let s = new_sched(comm)?;
     let p = s.rank_size().1 as usize;
     let rc = vec![count64(n)?; p];
@@ -579,6 +600,9 @@ fn b_gather(
     root: c_int,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::gather(c, sbuf, sn, sdt, rbuf, rn, rdt, root);
+    }
     let mut s = new_sched(comm)?;
     let (me, p) = s.rank_size();
     check_root(p, root)?;
@@ -611,6 +635,10 @@ unsafe fn b_gatherv<T: Cnt, D: Cnt>(
     root: c_int,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: per the caller.
+        return unsafe { inter::gatherv(c, sbuf, sn, sdt, rbuf, rcounts, displs, rdt, root) };
+    }
     let mut s = new_sched(comm)?;
     let (me, p) = s.rank_size();
     check_root(p, root)?;
@@ -650,6 +678,9 @@ fn b_scatter(
     root: c_int,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::scatter(c, sbuf, sn, sdt, rbuf, rn, rdt, root);
+    }
     let mut s = new_sched(comm)?;
     let (me, p) = s.rank_size();
     check_root(p, root)?;
@@ -682,6 +713,10 @@ unsafe fn b_scatterv<T: Cnt, D: Cnt>(
     root: c_int,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: per the caller.
+        return unsafe { inter::scatterv(c, sbuf, scounts, displs, sdt, rbuf, rn, rdt, root) };
+    }
     let mut s = new_sched(comm)?;
     let (me, p) = s.rank_size();
     check_root(p, root)?;
@@ -719,6 +754,9 @@ fn b_allgather(
     rdt: usize,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::allgather(c, sbuf, sn, sdt, rbuf, rn, rdt);
+    }
     let mut s = new_sched(comm)?;
     let p = s.rank_size().1;
     let sblk = if sbuf == IN_PLACE {
@@ -746,6 +784,10 @@ unsafe fn b_allgatherv<T: Cnt, D: Cnt>(
     rdt: usize,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: per the caller.
+        return unsafe { inter::allgatherv(c, sbuf, sn, sdt, rbuf, rcounts, displs, rdt) };
+    }
     let mut s = new_sched(comm)?;
     let p = s.rank_size().1 as usize;
     let sblk = if sbuf == IN_PLACE {
@@ -768,6 +810,9 @@ fn b_alltoall(
     rdt: usize,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        return inter::alltoall(c, sbuf, sn, sdt, rbuf, rn, rdt);
+    }
     let mut s = new_sched(comm)?;
     let p = s.rank_size().1 as usize;
     let rblks = blocks(rbuf, rn, rdt, p)?;
@@ -794,6 +839,12 @@ unsafe fn b_alltoallv<T: Cnt, D: Cnt>(
     rdt: usize,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: per the caller.
+        return unsafe {
+            inter::alltoallv(c, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt)
+        };
+    }
     let mut s = new_sched(comm)?;
     let p = s.rank_size().1 as usize;
     // SAFETY: per the caller.
@@ -854,6 +905,14 @@ unsafe fn b_alltoallw<T: Cnt, D: Cnt>(
     rtypes: *const usize,
     comm: usize,
 ) -> Result<Sched, Error> {
+    if let Some(c) = inter::of(comm)? {
+        // SAFETY: per the caller.
+        return unsafe {
+            inter::alltoallw(
+                c, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes,
+            )
+        };
+    }
     let mut s = new_sched(comm)?;
     let p = s.rank_size().1 as usize;
     // SAFETY: per the caller.

@@ -434,8 +434,10 @@ pub(crate) enum Kernel {
     /// On a derived type: the datatype, and the packed size of its basic
     /// element (where each element lies comes from the type map).
     Derived(Num, Op, UserDatatype, usize),
-    /// A program's operation, and the datatype handle it is given.
-    User(UserOp, usize),
+    /// A program's operation, the datatype handle it is given, and the
+    /// datatype, held from the start: the program may free the handle
+    /// while a non-blocking reduction still runs.
+    User(UserOp, usize, UserDatatype),
 }
 
 /// A program's operation.
@@ -496,8 +498,8 @@ fn base_of(dt: usize) -> Result<Option<usize>, Error> {
 /// operation or a predefined one not defined on the type.
 pub(crate) fn kernel(dt: usize, op: usize) -> Result<Kernel, Error> {
     if let Some(u) = lock(&OPS).get(op).copied() {
-        state()?.datatype(dt)?;
-        return Ok(Kernel::User(u, dt));
+        let t = state()?.datatype(dt)?;
+        return Ok(Kernel::User(u, dt, t));
     }
     let o = op_of(op)?;
     // Predefined types: no table.
@@ -594,10 +596,9 @@ pub(crate) fn apply(k: &Kernel, x: &mut [u8], inout: &mut [u8], n: usize) -> Res
             }
             Ok(())
         }
-        Kernel::User(u, dt) => {
+        Kernel::User(u, dt, t) => {
             // The function is given the datatype's origin.
-            let t = state()?.datatype(*dt)?;
-            let origin = image_origin(&t, n)?;
+            let origin = image_origin(t, n)?;
             let xp = x.as_mut_ptr().wrapping_offset(origin).cast();
             let ip = inout.as_mut_ptr().wrapping_offset(origin).cast();
             // SAFETY: both images hold the data of `n` elements of `dt`
@@ -663,7 +664,7 @@ unsafe fn reduce_local(
             "MPI_IN_PLACE is not allowed in MPI_Reduce_local",
         ));
     }
-    if let Kernel::User(u, dt) = &k {
+    if let Kernel::User(u, dt, _) = &k {
         // SAFETY: the caller's buffers, as the program's function sees them.
         return unsafe { call_user(u, *dt, x.cast_mut(), inout, n) };
     }

@@ -850,6 +850,15 @@ fn peek(req: usize) -> Result<Option<Outcome>, Error> {
         return Ok(Some((CStatus::empty(), None)));
     }
     let s = state()?;
+    // A collective's outcome is kept in its schedule: a completed
+    // persistent one stays active for the Wait or Test that ends it.
+    let coll = match lock(&s.requests).get(req) {
+        Some(ReqObj::Coll(c, _)) => Some(c.clone()),
+        _ => None,
+    };
+    if let Some(c) = coll {
+        return Ok(c.peek().map(|e| (CStatus::empty(), e)));
+    }
     let done = match lock(&s.requests).get(req) {
         Some(ReqObj::Op(r, _)) => r.is_complete(),
         Some(ReqObj::Pair(p)) => p.send.is_complete() && p.recv.is_complete(),

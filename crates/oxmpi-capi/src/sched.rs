@@ -20,11 +20,25 @@
 //! ranks still progress; so does the point-to-point layer's progress while
 //! any is active (`oxmpi::Universe::set_progress_hook`): a
 //! rank blocked in `MPI_Recv` or testing a receive in a loop still moves
-//! its outstanding collectives on. A failed transfer (`MPI_ERR_PROC_FAILED`
-//! from a dead peer, ...) completes the collective with that error at once:
-//! what is still in flight is cancelled (receives) or left to finish, and
-//! the temporary buffers it may still touch are leaked, never freed under
-//! it.
+//! its outstanding collectives on.
+//!
+//! On an intercommunicator, transfers go either to the remote group (over
+//! the shadow intercommunicator, whose ranks name the remote group) or
+//! within the local group (over the shadow's local group,
+//! [`oxmpi::Communicator::local_group_comm`]), as [`Sched::within`] says
+//! when they are added; copies are sends to oneself in the local group.
+//!
+//! Failures: a failed transfer (`MPI_ERR_PROC_FAILED` from a dead peer,
+//! ...) does not stop the schedule: its error is kept, local steps are
+//! skipped from then on, and every later send carries a poisoned message
+//! instead of its data (one byte where zero are due, none where some are),
+//! so that a member waiting for this one learns of the failure instead of
+//! waiting for ever, and poisons its own later sends in turn. A receive
+//! whose size is not the one due is such a poisoned message: the
+//! collective fails with `MPI_ERR_PROC_FAILED` there too. A blocking wait
+//! for a collective waits as point-to-point waits do, acting on the
+//! launcher's failure notices ([`oxmpi::Universe::wait_for`]), so a member
+//! that dies is noticed even by a rank that never had a connection to it.
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -33,7 +47,7 @@ use std::sync::{Arc, Mutex};
 use oxmpi::{Error, ErrorClass, RawBuffer, SendMode, UserDatatype};
 
 use crate::coll::Reduction;
-use crate::state::{lock, state, CommRef, Op};
+use crate::state::{lock, state, Comm, CommRef, Op};
 
 /// Tags of collective schedules: `TAG_BASE + sequence number mod TAG_SPAN`.
 const TAG_BASE: i32 = 1 << 30;
@@ -67,6 +81,9 @@ impl Loc {
 /// A point-to-point transfer of a round.
 struct Xfer {
     send: bool,
+    /// Within the local group (an intercommunicator's; on an
+    /// intracommunicator the only one).
+    local: bool,
     peer: i32,
     at: Loc,
     n: usize,
@@ -95,15 +112,30 @@ enum Phase {
     Done(Option<Error>),
 }
 
+/// A transfer in flight: its request, and for a receive the bytes due.
+struct Pending {
+    op: Op,
+    due: Option<usize>,
+}
+
+/// The byte a poisoned message carries where none is due.
+static POISON: [u8; 1] = [0];
+
 /// A collective schedule.
 pub struct Sched {
     c: CommRef,
+    /// An intercommunicator's local group (its shadow's).
+    group: Option<Comm>,
+    /// Where the transfers added next go: within the local group.
+    within: bool,
     tag: i32,
     rounds: Vec<Round>,
     tmp: Vec<Vec<u8>>,
     red: Option<Reduction>,
     at: usize,
-    reqs: Vec<Op>,
+    reqs: Vec<Pending>,
+    /// The first failure of this run, if any (the run goes on, poisoned).
+    err: Option<Error>,
     phase: Phase,
 }
 
@@ -122,21 +154,50 @@ impl Sched {
     pub fn new(c: CommRef) -> Sched {
         let seq = c.coll_seq.fetch_add(1, Ordering::Relaxed);
         let tag = TAG_BASE + (seq % TAG_SPAN) as i32;
+        let group = c.coll.local_group_comm();
         Sched {
             c,
+            group,
+            within: false,
             tag,
             rounds: vec![Round::default()],
             tmp: Vec::new(),
             red: None,
             at: 0,
             reqs: Vec::new(),
+            err: None,
             phase: Phase::Inactive,
         }
     }
 
-    /// This rank and the communicator's size.
+    /// The communicator of transfers within the local group (`local`) or
+    /// to the remote group (the same on an intracommunicator).
+    fn comm(&self, local: bool) -> &Comm {
+        match (&self.group, local) {
+            (Some(g), true) => g,
+            _ => &self.c.coll,
+        }
+    }
+
+    /// This rank and the size of the group the next transfers go to: on an
+    /// intercommunicator the local group's (the remote group's size is
+    /// [`Sched::remote_size`]).
     pub fn rank_size(&self) -> (i32, i32) {
         (self.c.coll.rank(), self.c.coll.size())
+    }
+
+    /// The size of an intercommunicator's remote group (`None` on an
+    /// intracommunicator).
+    pub fn remote_size(&self) -> Option<i32> {
+        self.c.coll.remote_size()
+    }
+
+    /// On an intercommunicator, whether the transfers added next go within
+    /// the local group (ranks of the local group: the intracommunicator
+    /// algorithms run there unchanged) or to the remote group (the
+    /// default). No effect on an intracommunicator.
+    pub fn within(&mut self, local: bool) {
+        self.within = local;
     }
 
     /// Sets the reduction of the local steps.
@@ -167,8 +228,10 @@ impl Sched {
     /// Sends `n` elements of `dt` at `at` to `peer` in the current round.
     pub fn send(&mut self, peer: i32, at: Loc, n: usize, dt: &UserDatatype) {
         let dt = dt.clone();
+        let local = self.within;
         self.round().xfers.push(Xfer {
             send: true,
+            local,
             peer,
             at,
             n,
@@ -180,8 +243,10 @@ impl Sched {
     /// round.
     pub fn recv(&mut self, peer: i32, at: Loc, n: usize, dt: &UserDatatype) {
         let dt = dt.clone();
+        let local = self.within;
         self.round().xfers.push(Xfer {
             send: false,
+            local,
             peer,
             at,
             n,
@@ -200,9 +265,11 @@ impl Sched {
         rn: usize,
         rt: &UserDatatype,
     ) {
-        let me = self.c.coll.rank();
+        let (me, within) = (self.c.coll.rank(), self.within);
+        self.within = true;
         self.recv(me, dst, rn, rt);
         self.send(me, src, sn, st);
+        self.within = within;
     }
 
     /// After the current round's transfers: `inout = inb op inout` over `n`
@@ -233,39 +300,66 @@ impl Sched {
     }
 
     /// Posts round `self.at`'s transfers (receives first).
-    fn post(&mut self) -> Result<(), Error> {
+    fn post(&mut self) {
         let round = std::mem::take(&mut self.rounds[self.at]);
-        let r = self.post_round(&round);
+        self.post_round(&round);
         self.rounds[self.at] = round;
-        r
     }
 
-    fn post_round(&mut self, round: &Round) -> Result<(), Error> {
-        for x in round.xfers.iter().filter(|x| !x.send) {
+    /// Posts the transfers of `round`; one that cannot be posted is a
+    /// failed one (kept in `err`, the rest posted all the same).
+    fn post_round(&mut self, round: &Round) {
+        let recvs = round.xfers.iter().filter(|x| !x.send);
+        for x in recvs.chain(round.xfers.iter().filter(|x| x.send)) {
+            let r = self.post_one(x);
+            match r {
+                Ok(p) => self.reqs.push(p),
+                Err(e) => self.failed(e),
+            }
+        }
+    }
+
+    fn post_one(&mut self, x: &Xfer) -> Result<Pending, Error> {
+        let poisoned = x.send && self.err.is_some();
+        let b = if poisoned {
+            // One byte where none is due, none where some are.
+            let n = usize::from(x.n == 0 || x.dt.size() == 0);
+            // SAFETY: a static byte, only read.
+            unsafe { RawBuffer::new(POISON.as_ptr(), n, &UserDatatype::of::<u8>()) }?
+        } else {
             let p = self.ptr(x.at);
             // SAFETY: the program's buffer as the collective's arguments
             // describe it, or a temporary buffer of the schedule, which
-            // outlives the transfer (leaked if the schedule fails first).
-            let b = unsafe { RawBuffer::new(p, x.n, &x.dt) }?;
-            let r = b.receive_from(&self.c.coll.process_at_rank(x.peer), self.tag)?;
-            self.reqs.push(r);
+            // lives until the schedule has completed, every transfer with
+            // it.
+            unsafe { RawBuffer::new(p, x.n, &x.dt) }?
+        };
+        let peer = self.comm(x.local).process_at_rank(x.peer);
+        if x.send {
+            let op = b.send_to(&peer, self.tag, SendMode::Standard)?;
+            Ok(Pending { op, due: None })
+        } else {
+            let op = b.receive_from(&peer, self.tag)?;
+            Ok(Pending {
+                op,
+                due: Some(x.n * x.dt.size()),
+            })
         }
-        for x in round.xfers.iter().filter(|x| x.send) {
-            let p = self.ptr(x.at);
-            // SAFETY: as above.
-            let b = unsafe { RawBuffer::new(p, x.n, &x.dt) }?;
-            let r = b.send_to(
-                &self.c.coll.process_at_rank(x.peer),
-                self.tag,
-                SendMode::Standard,
-            )?;
-            self.reqs.push(r);
-        }
-        Ok(())
     }
 
-    /// Runs round `self.at`'s local steps.
+    /// Keeps the first failure of the run.
+    fn failed(&mut self, e: Error) {
+        if self.err.is_none() {
+            self.err = Some(e);
+        }
+    }
+
+    /// Runs round `self.at`'s local steps (none once the run has failed:
+    /// the data may be poison).
     fn locals(&mut self) -> Result<(), Error> {
+        if self.err.is_some() {
+            return Ok(());
+        }
         let round = std::mem::take(&mut self.rounds[self.at]);
         let mut r = Ok(());
         for s in &round.local {
@@ -299,29 +393,10 @@ impl Sched {
     /// Starts the schedule (its first round).
     fn start(&mut self) {
         self.at = 0;
+        self.err = None;
         self.phase = Phase::Running;
-        if let Err(e) = self.post() {
-            self.fail(e);
-        }
+        self.post();
         self.advance();
-    }
-
-    /// Completes the schedule with error `e`: receives still in flight
-    /// are cancelled, everything in flight is left to finish on its own,
-    /// and the temporary buffers it may touch are leaked.
-    fn fail(&mut self, e: Error) {
-        if !self.reqs.is_empty() {
-            for r in self.reqs.drain(..) {
-                let _ = r.cancel();
-                r.free();
-            }
-            let lens: Vec<usize> = self.tmp.iter().map(Vec::len).collect();
-            std::mem::forget(std::mem::replace(
-                &mut self.tmp,
-                lens.into_iter().map(|l| vec![0u8; l]).collect(),
-            ));
-        }
-        self.phase = Phase::Done(Some(e));
     }
 
     /// Advances a running schedule as far as it goes without waiting
@@ -330,31 +405,51 @@ impl Sched {
         while let Phase::Running = self.phase {
             let mut i = 0;
             while i < self.reqs.len() {
-                if !self.reqs[i].completed() {
+                if !self.reqs[i].op.completed() {
                     i += 1;
                     continue;
                 }
-                let ((), st) = self.reqs.swap_remove(i).wait_status();
-                if let Some(class) = st.error() {
-                    return self.fail(Error::new(class, "a transfer of the collective failed"));
+                let p = self.reqs.swap_remove(i);
+                let ((), st) = p.op.wait_status();
+                match (st.error(), p.due) {
+                    // A poisoned message where nothing was due.
+                    (Some(ErrorClass::Truncate), Some(0)) => self.failed(poisoned()),
+                    (Some(class), _) => self.failed(Error::new(
+                        class,
+                        format!(
+                            "a transfer of the collective failed: {}",
+                            st.error_reason()
+                                .unwrap_or_else(|| "no reason given".to_string())
+                        ),
+                    )),
+                    (None, Some(due)) if st.bytes() != due => self.failed(poisoned()),
+                    (None, _) => {}
                 }
             }
             if !self.reqs.is_empty() {
                 return;
             }
             if let Err(e) = self.locals() {
-                return self.fail(e);
+                self.failed(e);
             }
             self.at += 1;
             if self.at == self.rounds.len() {
-                self.phase = Phase::Done(None);
+                self.phase = Phase::Done(self.err.take());
                 return;
             }
-            if let Err(e) = self.post() {
-                return self.fail(e);
-            }
+            self.post();
         }
     }
+}
+
+/// The error of a poisoned message (or of one of another size than the
+/// collective's arguments describe).
+fn poisoned() -> Error {
+    Error::new(
+        ErrorClass::ProcFailed,
+        "a member of the collective failed (its message here is poisoned), or sent another \
+         amount of data than the collective's arguments describe",
+    )
 }
 
 /// A collective request: its schedule, and whether it is persistent.
@@ -483,24 +578,41 @@ impl CollReq {
         matches!(lock(&self.sched).phase, Phase::Done(_))
     }
 
-    /// Its outcome if complete (`block`: waits, advancing every schedule
-    /// and yielding the processor between passes), the request left
-    /// inactive; `None` while incomplete (or inactive).
+    /// Its outcome if complete, left complete (`MPI_Request_get_status`):
+    /// `None` while running, no error for an inactive one.
+    pub fn peek(&self) -> Option<Option<Error>> {
+        advance_all();
+        match &lock(&self.sched).phase {
+            Phase::Done(e) => Some(e.clone()),
+            Phase::Inactive => Some(None),
+            Phase::Running => None,
+        }
+    }
+
+    /// Its outcome if complete (`block`: waits as a point-to-point wait
+    /// does, every schedule advanced between its passes, failure notices
+    /// acted on), the request left inactive; `None` while incomplete (or
+    /// inactive).
     pub fn complete(&self, block: bool) -> Option<Option<Error>> {
-        loop {
-            advance_all();
-            {
-                let mut g = lock(&self.sched);
-                match std::mem::replace(&mut g.phase, Phase::Inactive) {
-                    Phase::Done(e) => return Some(e),
-                    Phase::Inactive => return None,
-                    running => g.phase = running,
-                }
+        advance_all();
+        if block {
+            if let Ok(s) = state() {
+                // A schedule busy in another thread counts as running.
+                s.universe.wait_for(|| {
+                    self.sched
+                        .try_lock()
+                        .is_ok_and(|g| !matches!(g.phase, Phase::Running))
+                });
             }
-            if !block {
-                return None;
+        }
+        let mut g = lock(&self.sched);
+        match std::mem::replace(&mut g.phase, Phase::Inactive) {
+            Phase::Done(e) => Some(e),
+            Phase::Inactive => None,
+            running => {
+                g.phase = running;
+                None
             }
-            std::thread::yield_now();
         }
     }
 }

@@ -450,15 +450,15 @@ impl State {
         }
     }
 
-    /// The intracommunicator of handle `h` (the collectives of the C layer
-    /// run on intracommunicators only; an intercommunicator is
-    /// `MPI_ERR_COMM`).
+    /// The intracommunicator of handle `h`, for a call defined on
+    /// intracommunicators only (scan, exscan, topologies): an
+    /// intercommunicator is `MPI_ERR_COMM`.
     pub fn intra_comm(&'static self, h: usize) -> Result<CommRef, Error> {
         let c = self.comm(h)?;
         if c.comm.is_inter() {
             return Err(Error::new(
                 ErrorClass::Comm,
-                "this collective is not supported on intercommunicators yet",
+                "an intercommunicator where the call needs an intracommunicator",
             ));
         }
         Ok(c)

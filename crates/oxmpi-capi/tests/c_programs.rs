@@ -422,6 +422,33 @@ fn a_killed_rank_is_named_not_the_survivor_that_noticed() {
     }
 }
 
+/// A rank killed while the others wait in collectives (`--enable-recovery`,
+/// the survivors under `MPI_ERRORS_RETURN`): on every survivor an
+/// `MPI_Iallreduce` then `MPI_Wait`, an `MPI_Allgatherv` and an
+/// `MPI_Ibarrier` then `MPI_Wait` each fail with `MPI_ERR_PROC_FAILED`
+/// (75), never hang, even where the survivor's own peers in the algorithm
+/// are alive (the failure reaches it through them).
+#[test]
+fn collectives_fail_on_every_survivor_when_a_member_dies() {
+    let exe = compile("coll_killed");
+    for btl in ["self,sm", "self,tcp"] {
+        for np in [3, 4, 8] {
+            let (code, out, err) = run_with(&exe, &["--enable-recovery"], np, btl);
+            assert_eq!(code, 128 + 9, "{btl} -n {np}: {out}{err}");
+            for call in ["MPI_Iallreduce", "MPI_Allgatherv", "MPI_Ibarrier"] {
+                let lines: Vec<&str> = out
+                    .lines()
+                    .filter(|l| l.starts_with(&format!("coll {call} ")))
+                    .collect();
+                assert_eq!(lines.len(), np as usize - 1, "{btl} -n {np}: {out}{err}");
+                for l in lines {
+                    assert!(l.ends_with(" class 75"), "{btl} -n {np}: {l}");
+                }
+            }
+        }
+    }
+}
+
 /// A request that fails because its peer died (`--enable-recovery`, the
 /// survivors under `MPI_ERRORS_RETURN`): `MPI_Error_string` of the code
 /// `MPI_Wait` returns, and of the code in `MPI_Waitall`'s status, names the

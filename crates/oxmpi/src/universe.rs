@@ -466,6 +466,24 @@ impl<L: Level> Universe<L> {
         self.rt.pml.pause(polls, false);
     }
 
+    /// Waits until `done` holds, as the library's blocking waits do:
+    /// progress passes (with the progress hook's work,
+    /// [`Universe::set_progress_hook`]), spinning, then yielding the core,
+    /// and past the spin acting on the launcher's failure notices (the
+    /// requests that need a dead rank fail). `done` is called with the
+    /// point-to-point engine locked: it must not call into this crate.
+    ///
+    /// ```no_run
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let done = AtomicBool::new(false);
+    /// // ... work of the progress hook sets `done` ...
+    /// universe.wait_for(|| done.load(Ordering::Acquire));
+    /// ```
+    pub fn wait_for(&self, mut done: impl FnMut() -> bool) {
+        self.rt.pml.wait_until(|_| done().then_some(()));
+    }
+
     /// One progress pass (what a test makes before it looks at its
     /// request); how many events it handled. With
     /// [`OwnedRequest::completed`](crate::request::OwnedRequest::completed),

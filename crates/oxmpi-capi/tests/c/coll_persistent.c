@@ -6,7 +6,9 @@
  * the end (the checks are in coll_modes.h). Also: Startall of three
  * persistent collectives at once completed by Waitall, Test on an inactive
  * persistent collective (flag true at once), a persistent collective and a
- * persistent point-to-point request in one Startall.
+ * persistent point-to-point request in one Startall; Request_get_status
+ * of a completed persistent collective leaves it active (strict: Start
+ * before its Wait is MPI_ERR_REQUEST).
  *
  * Ranks: any number from 1 to 8 (minimum 1).
  */
@@ -46,6 +48,30 @@ static void t_startall(void)
         MPI_CHECK(MPI_Request_free(&r[i]));
 }
 
+/* MPI_Request_get_status on a completed persistent collective leaves it
+ * active: asked twice, complete both times; (strict) MPI_Start of it
+ * before the MPI_Wait is MPI_ERR_REQUEST; the Wait then deactivates it. */
+static void t_get_status(void)
+{
+    int b[2], flag = 0;
+    MPI_Request r;
+    MPI_CHECK(MPI_Allreduce_init(&me, b, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &r));
+    for (int it = 0; it < 2; it++) {
+        b[0] = -1;
+        MPI_CHECK(MPI_Start(&r));
+        for (flag = 0; !flag;)
+            MPI_CHECK(MPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE));
+        CHECK(flag, "a completed persistent collective incomplete at its second get_status");
+        if (strict_mode())
+            CHECK_CLASS(MPI_Start(&r), MPI_ERR_REQUEST);
+        MPI_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(r != MPI_REQUEST_NULL, "Wait freed a persistent collective");
+        CHECK(b[0] == np * (np - 1) / 2, "Allreduce_init after get_status: %d", b[0]);
+    }
+    MPI_CHECK(MPI_Request_free(&r));
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -55,6 +81,7 @@ int main(int argc, char **argv)
     /* a second round on the same requests: still reusable */
     coll_all();
     t_startall();
+    t_get_status();
     coll_teardown();
     test_ok("coll_persistent");
     MPI_Finalize();

@@ -16,7 +16,9 @@
  *    or probing, in a loop) for messages the others send after their Iallreduce
  *    completed, its own Iallreduce outstanding;
  *  - argument errors: MPI_ERR_ROOT, MPI_ERR_COMM (strict: MPI_ERR_COUNT,
- *    MPI_ERR_TYPE, MPI_ERR_OP), and communication afterwards.
+ *    MPI_ERR_TYPE, MPI_ERR_OP), and communication afterwards;
+ *  - an Iallreduce with a user operation on a derived type, both freed by
+ *    rank 0 before any other rank has started its Iallreduce.
  *
  * Ranks: any number from 1 to 8 (minimum 1).
  */
@@ -197,6 +199,44 @@ static void t_progress_rule(void)
     }
 }
 
+/* A user operation whose datatype the program frees right after starting
+ * the Iallreduce (MPI allows it): rank 0 frees it, then lets the others
+ * start theirs, so its reduction runs after the free. */
+static void pairsum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    int *a = in, *b = inout;
+    for (int i = 0; i < 2 * *len; i++)
+        b[i] += a[i];
+}
+
+static void t_freed_type(void)
+{
+    MPI_Datatype pair;
+    MPI_Op op;
+    MPI_Request r;
+    int in[6], out[6], go = 1;
+    MPI_CHECK(MPI_Type_contiguous(2, MPI_INT, &pair));
+    MPI_CHECK(MPI_Type_commit(&pair));
+    MPI_CHECK(MPI_Op_create(pairsum, 1, &op));
+    for (int i = 0; i < 6; i++) {
+        in[i] = me * 10 + i;
+        out[i] = -1;
+    }
+    if (me != 0)
+        MPI_CHECK(MPI_Recv(&go, 1, MPI_INT, 0, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Iallreduce(in, out, 3, pair, op, MPI_COMM_WORLD, &r));
+    MPI_CHECK(MPI_Type_free(&pair));
+    MPI_CHECK(MPI_Op_free(&op));
+    if (me == 0)
+        for (int p = 1; p < np; p++)
+            MPI_CHECK(MPI_Send(&go, 1, MPI_INT, p, 77, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; i < 6; i++)
+        CHECK(out[i] == 10 * np * (np - 1) / 2 + np * i,
+              "Iallreduce with a freed type and op [%d] = %d", i, out[i]);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -208,6 +248,7 @@ int main(int argc, char **argv)
     t_test_loops();
     t_progress_rule();
     t_errors();
+    t_freed_type();
     coll_teardown();
     test_ok("nbc");
     MPI_Finalize();
