@@ -49,14 +49,15 @@ MODULES=(
 LOCAL_MODULES=(test_util_dtlib test_address test_buffer)
 # Modules of the MPI around point-to-point (communicators, groups,
 # topologies, attributes, info, exceptions, collectives on intra- and
-# intercommunicators: blocking, non-blocking, persistent): with two ranks
-# only, to keep CI's time (they pass at 1, 2 and 4 ranks;
+# intercommunicators: blocking, non-blocking, persistent; neighbourhood
+# collectives): with two ranks only, to keep CI's time (they pass at 1, 2 and 4 ranks;
 # docs/perf/log/mpi4py-clients.md).
 MORE_MODULES=(
     test_comm_inter test_comm_topo test_group test_attributes test_info
     test_exceptions test_cco_buf test_cco_obj test_cco_nb_buf test_cco_nb_vec
     test_cco_vec test_cco_pr_buf test_cco_pr_vec test_cco_buf_inter
-    test_cco_obj_inter test_cco_vec_inter
+    test_cco_obj_inter test_cco_vec_inter test_cco_ngh_buf test_cco_ngh_obj
+    test_cco_pr_ngh_buf
 )
 # pattern (fnmatch on module.Class.method) | function it needs | why
 EXCLUDE=(

@@ -14,7 +14,8 @@
 //! Errors of calls without a communicator use `MPI_COMM_WORLD`'s handler.
 //! Collectives: the blocking ones of `coll` (linear), and every
 //! non-blocking, persistent and v/w/scan collective as a schedule of
-//! point-to-point rounds advanced by progress ([`sched`], [`nbc`]).
+//! point-to-point rounds advanced by progress ([`sched`], [`nbc`]), the
+//! neighbourhood collectives among them ([`neighbor`]).
 //! One-sided communication, MPI-IO and dynamic process management are not
 //! implemented: their functions fail with `MPI_ERR_UNSUPPORTED_OPERATION`
 //! ([`unsupported`]).
@@ -35,6 +36,7 @@ pub mod errcode;
 pub mod errh;
 pub mod info;
 pub mod nbc;
+pub mod neighbor;
 pub mod ops;
 pub mod p2p;
 pub mod part;

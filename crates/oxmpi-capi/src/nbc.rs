@@ -26,10 +26,11 @@ use crate::state::{null_arg, state, ReqObj};
 pub(crate) mod inter;
 
 /// `MPI_IN_PLACE`.
-const IN_PLACE: *const c_void = 1 as *const c_void;
+pub(crate) const IN_PLACE: *const c_void = 1 as *const c_void;
 
 /// A count or displacement argument (`int`, `MPI_Count`, `MPI_Aint`).
-trait Cnt: Copy {
+pub(crate) trait Cnt: Copy {
+    /// The value, widened.
     fn i(self) -> i64;
 }
 impl Cnt for c_int {
@@ -52,7 +53,7 @@ impl Cnt for isize {
 ///
 /// # Safety
 /// `p` null or valid for `n` entries.
-unsafe fn arr<T: Cnt>(p: *const T, n: usize, what: &str) -> Result<Vec<i64>, Error> {
+pub(crate) unsafe fn arr<T: Cnt>(p: *const T, n: usize, what: &str) -> Result<Vec<i64>, Error> {
     if n == 0 {
         return Ok(Vec::new());
     }
@@ -67,7 +68,7 @@ unsafe fn arr<T: Cnt>(p: *const T, n: usize, what: &str) -> Result<Vec<i64>, Err
 }
 
 /// Checked counts.
-fn counts(v: &[i64]) -> Result<Vec<usize>, Error> {
+pub(crate) fn counts(v: &[i64]) -> Result<Vec<usize>, Error> {
     v.iter().map(|&n| count64(n)).collect()
 }
 
@@ -102,10 +103,13 @@ fn nowhere() -> Loc {
 
 /// A block of data: where, how many, of which type.
 #[derive(Clone)]
-struct Blk {
-    at: Loc,
-    n: usize,
-    dt: UserDatatype,
+pub(crate) struct Blk {
+    /// Where.
+    pub(crate) at: Loc,
+    /// How many elements.
+    pub(crate) n: usize,
+    /// Of which type.
+    pub(crate) dt: UserDatatype,
 }
 
 /// Block `i` of `n` elements of `dt` from `p`.
@@ -133,7 +137,7 @@ fn vblks(p: *const c_void, counts: &[usize], displs: &[i64], dt: &UserDatatype) 
 /// The `p` blocks of `n` elements of handle `dt` each, back to back from
 /// `buf` (the root's buffer of gather and scatter, alltoall's buffers),
 /// the count, type and buffer checked.
-fn blocks(buf: *const c_void, n: i64, dt: usize, p: usize) -> Result<Vec<Blk>, Error> {
+pub(crate) fn blocks(buf: *const c_void, n: i64, dt: usize, p: usize) -> Result<Vec<Blk>, Error> {
     let (n, t) = (count64(n)?, dtype(dt)?);
     check_buf(buf, n, &t)?;
     Ok((0..p).map(|r| blk(buf, r, n, &t)).collect())
@@ -145,7 +149,7 @@ fn blocks(buf: *const c_void, n: i64, dt: usize, p: usize) -> Result<Vec<Blk>, E
 ///
 /// # Safety
 /// `cnts` and `displs` valid for `p` entries (or null: an error).
-unsafe fn vblocks<T: Cnt, D: Cnt>(
+pub(crate) unsafe fn vblocks<T: Cnt, D: Cnt>(
     buf: *const c_void,
     cnts: *const T,
     displs: *const D,
@@ -583,7 +587,7 @@ fn alltoallw(s: &mut Sched, sblks: Option<Vec<Blk>>, rblks: &[Blk]) -> Result<()
 // ---- argument decoding ----
 
 /// The send side of a rooted collective's non-root part (or any rank's).
-fn side(p: *const c_void, n: i64, dt: usize) -> Result<Blk, Error> {
+pub(crate) fn side(p: *const c_void, n: i64, dt: usize) -> Result<Blk, Error> {
     let (n, t) = (count64(n)?, dtype(dt)?);
     check_buf(p, n, &t)?;
     Ok(blk(p, 0, n, &t))
@@ -863,7 +867,7 @@ unsafe fn b_alltoallv<T: Cnt, D: Cnt>(
 ///
 /// # Safety
 /// `types` valid for `counts.len()` handles.
-unsafe fn wblks(
+pub(crate) unsafe fn wblks(
     p: *const c_void,
     counts: &[usize],
     displs: &[i64],
@@ -941,7 +945,11 @@ unsafe fn b_alltoallw<T: Cnt, D: Cnt>(
 ///
 /// # Safety
 /// `req` null or valid for a write.
-unsafe fn nb(comm: usize, s: Result<Sched, Error>, req: *mut usize) -> Result<(), Error> {
+pub(crate) unsafe fn nb(
+    comm: usize,
+    s: Result<Sched, Error>,
+    req: *mut usize,
+) -> Result<(), Error> {
     if req.is_null() {
         return Err(null_arg("request"));
     }
@@ -955,7 +963,11 @@ unsafe fn nb(comm: usize, s: Result<Sched, Error>, req: *mut usize) -> Result<()
 ///
 /// # Safety
 /// `req` null or valid for a write.
-unsafe fn init(comm: usize, s: Result<Sched, Error>, req: *mut usize) -> Result<(), Error> {
+pub(crate) unsafe fn init(
+    comm: usize,
+    s: Result<Sched, Error>,
+    req: *mut usize,
+) -> Result<(), Error> {
     if req.is_null() {
         return Err(null_arg("request"));
     }
@@ -1005,6 +1017,7 @@ macro_rules! coll_entries {
         }
     )*};
 }
+pub(crate) use coll_entries;
 
 type P = *const c_void;
 type M = *mut c_void;

@@ -6,8 +6,8 @@
 //! ordinary one (a split of the old one: processes beyond the topology's
 //! size get `MPI_COMM_NULL`). `reorder` is accepted and ignored: every
 //! process keeps its rank, which the standard allows. `MPI_Comm_dup` keeps
-//! the topology; other constructors do not. Neighbourhood collectives are
-//! not here.
+//! the topology; other constructors do not. The neighbourhood collectives
+//! are in [`crate::neighbor`] (over [`Topo::neighbourhood`]).
 
 use std::ffi::c_int;
 
@@ -69,6 +69,35 @@ impl Topo {
     /// dimensions), or `MPI_ERR_ARG` outside a non-periodic one.
     fn rank_of(dims: &[c_int], periods: &[bool], coords: &[c_int]) -> Result<c_int, Error> {
         oxmpi::topology::rank_at(dims, periods, coords)
+    }
+
+    /// The neighbourhood of process `rank` for the neighbourhood
+    /// collectives (MPI-4.1 8.6): the processes its receive blocks come
+    /// from and its send blocks go to, in block order. Cartesian: for each
+    /// dimension the process one step back, then one step forward, both
+    /// ways (`MPI_PROC_NULL` past the edge of a non-periodic dimension);
+    /// graph: `MPI_Graph_neighbors`' order, both ways; distributed graph:
+    /// the sources, and the destinations.
+    pub(crate) fn neighbourhood(&self, rank: c_int) -> Result<(Vec<c_int>, Vec<c_int>), Error> {
+        Ok(match self {
+            Topo::Cart { dims, periods } => {
+                let mut v = Vec::with_capacity(2 * dims.len());
+                for d in 0..dims.len() {
+                    let (back, fwd) = oxmpi::topology::shift(dims, periods, rank, d, 1)?;
+                    v.push(back.unwrap_or(PROC_NULL));
+                    v.push(fwd.unwrap_or(PROC_NULL));
+                }
+                (v.clone(), v)
+            }
+            Topo::Graph { index, edges } => {
+                let v = graph_neighbours(index, edges, rank)?.to_vec();
+                (v.clone(), v)
+            }
+            Topo::DistGraph { sources, dests, .. } => (
+                sources.iter().map(|e| e.0).collect(),
+                dests.iter().map(|e| e.0).collect(),
+            ),
+        })
     }
 }
 

@@ -342,10 +342,11 @@ fn c_test_suite() {
     programs.sort();
     assert!(programs.len() >= 10, "built only {programs:?}");
     // The programs that also run on one rank (their header comments say so).
-    const ONE_RANK: [&str; 15] = [
+    const ONE_RANK: [&str; 16] = [
         "coll_v",
         "nbc",
         "coll_persistent",
+        "neighbor",
         "ctxids",
         "intercomm",
         "topology",
