@@ -992,10 +992,19 @@ entry! {
         }
     }
 
-    /// `MPI_Abi_get_info`: `MPI_INFO_NULL` (no info objects).
+    /// `MPI_Abi_get_info`: a new info object with the sizes of the ABI's
+    /// integer types (`mpi_aint_size`, `mpi_count_size`, `mpi_offset_size`,
+    /// in bytes).
     fn MPI_Abi_get_info / PMPI_Abi_get_info(info: *mut usize) comm = None; {
+        need(info, "info")?;
+        let e = [
+            ("mpi_aint_size", std::mem::size_of::<isize>()),
+            ("mpi_count_size", std::mem::size_of::<i64>()),
+            ("mpi_offset_size", std::mem::size_of::<i64>()),
+        ];
+        let h = crate::info::new_info(e.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
         // SAFETY: the caller's out-parameter.
-        unsafe { put(info, INFO_NULL, "info") }
+        unsafe { put(info, h, "info") }
     }
 
     /// `MPI_Alloc_mem`: `size` bytes aligned to 64, stored through

@@ -203,6 +203,22 @@ int main(int argc, char **argv)
         MPI_CHECK(MPI_Info_free(&hw));
     }
 #endif
+#if MPI_VERSION >= 5
+    {
+        /* MPI 5.0: the ABI's integer sizes */
+        MPI_Info abi;
+        char val[32];
+        int flag, vlen = (int)sizeof val;
+        MPI_CHECK(MPI_Abi_get_info(&abi));
+        CHECK(abi != MPI_INFO_NULL, "MPI_Abi_get_info gave MPI_INFO_NULL");
+        MPI_CHECK(MPI_Info_get_string(abi, "mpi_aint_size", &vlen, val, &flag));
+        CHECK(flag && atoi(val) == (int)sizeof(MPI_Aint), "mpi_aint_size '%s'", flag ? val : "");
+        vlen = (int)sizeof val;
+        MPI_CHECK(MPI_Info_get_string(abi, "mpi_count_size", &vlen, val, &flag));
+        CHECK(flag && atoi(val) == (int)sizeof(MPI_Count), "mpi_count_size '%s'", flag ? val : "");
+        MPI_CHECK(MPI_Info_free(&abi));
+    }
+#endif
     len = -1;
     MPI_CHECK(MPI_Get_library_version(buf, &len));
     check_string(buf, len, MPI_MAX_LIBRARY_VERSION_STRING, "Get_library_version");
