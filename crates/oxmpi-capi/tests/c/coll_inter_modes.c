@@ -597,7 +597,10 @@ static void test_inter(int c, const char *name)
         reduce_scatter();
     }
     outstanding();
-    scans();
+    /* Open MPI 5.0 crashes in MPI_Exscan on an intercommunicator (it calls
+     * a null function pointer). */
+    if (!lenient_mpi())
+        scans();
     MPI_CHECK(MPI_Op_free(&cat));
     MPI_CHECK(MPI_Barrier(inter));
     MPI_CHECK(MPI_Comm_free(&inter));

@@ -633,6 +633,31 @@ static void t_errors(void)
     }
 }
 
+/* Whether a process is a neighbour of this one more than once. */
+static int has_repeats(const struct topo *t)
+{
+    for (int i = 0; i < t->indeg; i++)
+        for (int j = i + 1; j < t->indeg; j++)
+            if (t->srcs[i] == t->srcs[j] && t->srcs[i] != MPI_PROC_NULL)
+                return 1;
+    return 0;
+}
+
+/* Open MPI 5.0's non-blocking and persistent neighbourhood collectives
+ * (libnbc) do not swap the two blocks of a Cartesian dimension whose two
+ * neighbours are one process (MPI-4.1 Example 8.10), as its blocking ones
+ * do: under Open MPI those cases run in strict mode only. */
+static int skip_case(const struct topo *t, int mode)
+{
+#ifdef OPEN_MPI
+    return mode > 0 && t->cart && has_repeats(t) && !strict_mode();
+#else
+    (void)t;
+    (void)mode;
+    return 0;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -643,6 +668,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < ntopo; k++) {
         const struct topo *t = &topos[k];
         for (int mode = 0; mode < 3; mode++) {
+            if (skip_case(t, mode))
+                continue;
             for (int large = 0; large < LARGE_FORMS; large++) {
                 t_allgather(t, mode, large, 3);
                 t_allgatherv(t, mode, large);
@@ -654,9 +681,13 @@ int main(int argc, char **argv)
             t_alltoall(t, mode, 0, 0);
             t_alltoallw(t, mode, 0, 1);
         }
-        t_outstanding(t);
+        if (!skip_case(t, 1))
+            t_outstanding(t);
     }
-    t_errors();
+    /* Open MPI 5.0 fails a neighbourhood collective without a topology
+     * with MPI_ERR_INTERN, not MPI_ERR_TOPOLOGY. */
+    if (!lenient_mpi())
+        t_errors();
     /* Still works afterwards. */
     t_alltoall(&topos[ntopo - 1], 0, 0, 3);
     for (int k = 0; k < ntopo; k++)
