@@ -403,7 +403,14 @@ int main(int argc, char **argv) {
         CHECK(major == MPI_ABI_VERSION && minor == MPI_ABI_SUBVERSION, "abi version %d.%d", major, minor);
         MPI_Info info = MPI_INFO_ENV;
         rc = MPI_Abi_get_info(&info);
-        CHECK(rc == MPI_SUCCESS && info == MPI_INFO_NULL, "abi info");
+        CHECK(rc == MPI_SUCCESS && info != MPI_INFO_NULL, "abi info");
+        {
+            char v[16];
+            int vlen = (int)sizeof v, flag = 0;
+            MPI_Info_get_string(info, "mpi_aint_size", &vlen, v, &flag);
+            CHECK(flag && atoi(v) == (int)sizeof(MPI_Aint), "abi info: mpi_aint_size");
+            MPI_Info_free(&info);
+        }
     }
 
     /* ---- Alloc_mem / Free_mem. */
