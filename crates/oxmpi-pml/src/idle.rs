@@ -55,8 +55,8 @@ use std::time::{Duration, Instant};
 /// to another task and back takes longer, here 2 us and more).
 pub const YIELD_GAVE: Duration = Duration::from_micros(2);
 /// Fast yields in a row after which a waiter sleeps (on a doorbell too:
-/// sleeping after 1 made a ring hop under Hydra on an idle machine 23-36
-/// us instead of 4-6, the wake-up of an idle core).
+/// sleeping after 1 made a ring hop under Hydra with no busy process 19-36
+/// us instead of 4-6, each hop then waking an idle core).
 pub const FAST_YIELDS: u32 = 16;
 /// The first sleep of a wait.
 const FIRST_SLEEP: Duration = Duration::from_micros(1);
