@@ -521,6 +521,52 @@ pub enum SmallRecv {
     Other,
 }
 
+/// What a waiting thread may sleep on so that a module's peers wake it
+/// ([`Btl::wakeup`]): a word in memory they reach, armed before the sleep.
+///
+/// The protocol, for the waiter: [`Doorbell::arm`], then a progress pass
+/// over every module (and a look at what it waits for), then, only if that
+/// found nothing, [`Doorbell::sleep`]; [`Doorbell::disarm`] after, whether
+/// it slept or not. Every send that makes something arrive through the
+/// module, once the doorbell is armed, wakes the sleeper (a lost wake-up
+/// may cost the sleep's timeout, never more: the waiter looks again then).
+/// Several threads of one process may arm and sleep at once.
+pub trait Doorbell: Send + Sync {
+    /// Arms it: from now on, what peers make arrive wakes a sleeper.
+    fn arm(&self);
+    /// Sleeps until a peer rings, `timeout` passes or a signal comes;
+    /// returns at once if a peer rang since [`Doorbell::arm`]. Whether a
+    /// peer rang.
+    fn sleep(&self, timeout: std::time::Duration) -> bool;
+    /// Ends one [`Doorbell::arm`] (the bell stays armed while another
+    /// thread still sleeps on it).
+    fn disarm(&self);
+}
+
+/// How a waiting thread learns that something arrived through a module
+/// ([`Btl::wakeup`]).
+#[derive(Clone)]
+pub enum Wakeup {
+    /// Nothing arrives through it but what this process's own calls put
+    /// there (the self BTL): no peer needs to wake anyone.
+    Local,
+    /// Peers' sends ring this doorbell.
+    Bell(std::sync::Arc<dyn Doorbell>),
+    /// Nothing wakes a sleeper: a waiter polls (sleeping a bounded time at
+    /// most).
+    Poll,
+}
+
+impl std::fmt::Debug for Wakeup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Wakeup::Local => "Local",
+            Wakeup::Bell(_) => "Bell",
+            Wakeup::Poll => "Poll",
+        })
+    }
+}
+
 /// A BTL's promise that no call into it (`sendi`, `send`, `put`, `get`,
 /// `progress` and the others) calls back into the PML that drives it, other
 /// than through the [`BtlSink`] its progress calls are given. A PML may
@@ -792,6 +838,16 @@ pub trait Btl {
     /// [`Btl::progress`]).
     fn polls_from_peer(&self) -> bool {
         false
+    }
+
+    /// How a thread that waits for what arrives through this module may
+    /// sleep: [`Wakeup::Bell`] when peers' sends wake a sleeper on a
+    /// [`Doorbell`] (the shared-memory BTL), [`Wakeup::Local`] when only
+    /// this process puts anything there, [`Wakeup::Poll`] (the default)
+    /// when nothing wakes a sleeper (a socket: the waiter sleeps a bounded
+    /// time and polls again). Asked when a wait is about to sleep.
+    fn wakeup(&self) -> Wakeup {
+        Wakeup::Poll
     }
 
     /// Whether this module has anything in flight or pending that progress

@@ -13,10 +13,11 @@
 //! Panics (with a message naming the check and the BTL) on any violation.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::btl::{
-    Access, AmTag, Btl, BtlError, BtlSink, Caps, Endpoint, PeerInfo, SendOutcome, SmallMatch,
-    SmallRecv, Token,
+    Access, AmTag, Btl, BtlError, BtlSink, Caps, Doorbell, Endpoint, PeerInfo, SendOutcome,
+    SmallMatch, SmallRecv, Token, Wakeup,
 };
 use crate::mem::MemRegion;
 
@@ -172,6 +173,7 @@ pub fn run_all<B: Btl>(mut make: impl FnMut() -> Pair<B>) {
     forged_and_stale_keys(make());
     put_ordered(make());
     sub_keys(make());
+    doorbell_wakes(make());
     peer_gone(make());
 }
 
@@ -378,6 +380,123 @@ fn receiver<B>(pair: &mut Pair<B>) -> &mut Side<B> {
     match pair {
         Pair::Loopback(s) | Pair::Two(_, s) | Pair::Clocked(_, s, _) => s,
     }
+}
+
+/// How long a sleeper on an armed `bell` (timeout 5 s) slept while `send`
+/// ran on this thread, and whether it was rung.
+fn slept_through(bell: &std::sync::Arc<dyn Doorbell>, send: impl FnOnce()) -> (bool, Duration) {
+    bell.arm();
+    let b = std::sync::Arc::clone(bell);
+    let sleeper = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let rung = b.sleep(Duration::from_secs(5));
+        (rung, t0.elapsed())
+    });
+    // Most of the time the sleeper is asleep by then; when it is not, the
+    // send rang already and its sleep returns at once: the same outcome.
+    std::thread::sleep(Duration::from_millis(20));
+    send();
+    let out = sleeper.join().expect("sleeper thread");
+    bell.disarm();
+    out
+}
+
+/// A module whose receiver offers a doorbell ([`Btl::wakeup`]): a thread
+/// asleep on it, armed, with a timeout of 5 s, is woken by every send path
+/// towards it (`sendi`, `sendi_hdr` twice, `send` of an allocated and of a
+/// prepared descriptor, `send_packed`) in well under that, and everything
+/// sent arrives. With nothing sent, it sleeps its whole (short) timeout.
+/// A path that forgets to ring fails here.
+pub fn doorbell_wakes<B: Btl>(mut pair: Pair<B>) {
+    let Wakeup::Bell(bell) = receiver(&mut pair).btl.wakeup() else {
+        return;
+    };
+    let name = pair.sender().btl.name();
+    bell.arm();
+    let t0 = Instant::now();
+    assert!(
+        !bell.sleep(Duration::from_millis(50)),
+        "{name}: the doorbell rang with nothing sent"
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_millis(40),
+        "{name}: a sleep on the doorbell ended early with nothing sent"
+    );
+    bell.disarm();
+    let caps = pair.sender().btl.caps();
+    let mut sent = 0usize;
+    let check = |path: &str, (rung, took): (bool, Duration)| {
+        assert!(
+            rung && took < Duration::from_secs(2),
+            "{name}: {path} did not ring the receiver's doorbell (slept {took:?}, rung: {rung})"
+        );
+    };
+    if caps.contains(Caps::SENDI) {
+        for path in ["sendi", "sendi_hdr", "sendi_hdr again"] {
+            let s = pair.sender();
+            let r = slept_through(&bell, || {
+                let ok = if path == "sendi" {
+                    s.btl.sendi(s.ep, AmTag(1), &[b"doorbell"]).is_ok()
+                } else {
+                    s.btl.sendi_hdr(s.ep, AmTag(2), b"12345678", b"bell")
+                        || s.btl.sendi(s.ep, AmTag(2), &[b"12345678", b"bell"]).is_ok()
+                };
+                assert!(ok, "{name}: {path} of a few bytes failed");
+            });
+            sent += 1;
+            check(path, r);
+        }
+    }
+    if caps.contains(Caps::SEND) {
+        for prepared in [false, true] {
+            let data = pattern(100, 7);
+            let s = pair.sender();
+            let r = slept_through(&bell, || {
+                let ep = s.ep;
+                let desc = if prepared {
+                    s.btl.prepare_src(ep, 8, region(&data[8..])).map(|mut d| {
+                        d.buf[..8].copy_from_slice(&data[..8]);
+                        d
+                    })
+                } else {
+                    s.btl.alloc(ep, data.len()).map(|mut d| {
+                        d.buf.copy_from_slice(&data);
+                        d
+                    })
+                };
+                let desc = desc.unwrap_or_else(|e| panic!("{name}: descriptor: {e}"));
+                if let Err((_, e)) = s.btl.send(desc, AmTag(3), Token(u64::MAX - 1)) {
+                    panic!("{name}: send failed: {e}");
+                }
+            });
+            sent += 1;
+            check(if prepared { "send (prepared)" } else { "send" }, r);
+        }
+    }
+    let s = pair.sender();
+    let mut packed = false;
+    let r = slept_through(&bell, || {
+        let mut pack = |out: &mut [u8]| out.fill(9);
+        packed = s
+            .btl
+            .send_packed(s.ep, AmTag(4), b"packed!!", 40, &mut pack)
+            .unwrap_or_else(|e| panic!("{name}: send_packed: {e}"));
+        if !packed {
+            // The module has no such path: wake the sleeper another way.
+            let woke = s.btl.sendi(s.ep, AmTag(4), &[b"packed!!"]).is_ok();
+            assert!(woke, "{name}: sendi failed");
+        }
+    });
+    sent += 1;
+    check("send_packed", r);
+    let mut tx = Recorder::default();
+    let mut rx = Recorder::default();
+    pair.drive(&mut tx, &mut rx, "doorbell", |_, rx| rx.recvs.len() >= sent);
+    assert_eq!(
+        rx.recvs.len(),
+        sent,
+        "{name}: fragments after the doorbell checks"
+    );
 }
 
 /// Lets what the sender sent arrive, without the receiver's progress.

@@ -107,6 +107,11 @@ impl Btl for SelfBtl {
         "self"
     }
 
+    /// Only this process sends to itself: no peer needs to wake a waiter.
+    fn wakeup(&self) -> crate::btl::Wakeup {
+        crate::btl::Wakeup::Local
+    }
+
     fn caps(&self) -> Caps {
         Caps::SEND | Caps::SENDI | Caps::PUT | Caps::GET | Caps::ORDERED | Caps::SEND_DONE
     }

@@ -304,13 +304,13 @@ fn attach_errors() {
 
 #[test]
 fn memory_per_rank_figures_in_the_module_doc() {
-    assert_eq!(Inbox::required_bytes(1, DEFAULT_CAPACITY).unwrap(), 66_048);
-    assert_eq!(Inbox::required_bytes(7, DEFAULT_CAPACITY).unwrap(), 460_800);
+    assert_eq!(Inbox::required_bytes(1, DEFAULT_CAPACITY).unwrap(), 66_176);
+    assert_eq!(Inbox::required_bytes(7, DEFAULT_CAPACITY).unwrap(), 460_928);
     assert_eq!(
         Inbox::required_bytes(63, DEFAULT_CAPACITY).unwrap(),
-        4_145_536
+        4_145_664
     );
-    assert_eq!(Inbox::required_bytes(63, 16 * 1024).unwrap(), 1_048_960);
+    assert_eq!(Inbox::required_bytes(63, 16 * 1024).unwrap(), 1_049_088);
     assert_eq!(
         Ring::required_bytes(DEFAULT_CAPACITY),
         DEFAULT_CAPACITY + 256
@@ -463,7 +463,9 @@ fn a_corrupt_ring_is_reported_and_no_longer_polled() {
         assert_eq!(rx.poll_all_flagged(|_, _, _, _| ()).unwrap(), 2);
         // Sender 1's next header: this lap's stamp, flags 4 alone (CONTROL
         // without RECORD) is not a header.
-        let ring1 = 256 + Ring::required_bytes(cap);
+        // Rings start past the header, count and doorbell lines (256) and
+        // the active slots (128 for two senders).
+        let ring1 = 384 + Ring::required_bytes(cap);
         let at = base.as_ptr().add(ring1 + 256 + 32).cast::<u64>();
         at.write_volatile(1 | 4 << 40);
         p0.try_send(3, &[b"still here"]).unwrap();

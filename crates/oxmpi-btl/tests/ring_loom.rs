@@ -325,3 +325,53 @@ fn receive_small_one(c: &mut RingConsumer, seq: usize, want: &[u8]) {
 fn box_records_marked_late_and_cleared_keep_their_order() {
     hand_off_boxed(256, &[16usize, 16, 16, 40, 16, 16], receive_alternating);
 }
+
+/// The doorbell (`sm/ring/bell.rs`): a receiver arms its inbox's bell and
+/// then polls; a sender attaches and publishes one record (through the
+/// ring, or through the pair line's box when `boxed`) and looks at the
+/// bell. Whatever the interleaving, the receiver sees the record or the
+/// sender took the bell (so it would have woken a sleeper): never neither,
+/// which would be a lost wake-up (Dekker's store-then-load race, closed by
+/// the fences of both sides).
+fn bell_never_missed(boxed: bool) {
+    model(move || {
+        let inbox = std::sync::Arc::new(Inbox::new_heap(1, 256).unwrap());
+        let mut rx = inbox.receiver().unwrap();
+        if boxed {
+            rx.set_own_boxes_from(0);
+        }
+        let armed = rx.armed(0).unwrap();
+        let bell = rx.bell();
+        let sender = {
+            let inbox = inbox.clone();
+            thread::spawn(move || {
+                let mut p = inbox.attach_sender(0).unwrap();
+                if boxed {
+                    use oxmpi_btl::sm::ring::FastTx;
+                    p.set_fast(Some(FastTx::forward(&p.pair_line(), armed)));
+                    assert!(p.try_send_small(1, b"12345678", b"bell"));
+                    assert_eq!(p.fast_sends(), 1);
+                } else {
+                    p.try_send(1, &[b"12345678", b"bell"]).unwrap();
+                }
+            })
+        };
+        bell.arm();
+        let found = rx.poll_all(|_, _, _| ()).unwrap();
+        sender.join().unwrap();
+        assert!(
+            found == 1 || !bell.is_armed(),
+            "the receiver found nothing and the sender missed its bell"
+        );
+    });
+}
+
+#[test]
+fn an_armed_bell_is_never_missed_by_a_ring_record() {
+    bell_never_missed(false);
+}
+
+#[test]
+fn an_armed_bell_is_never_missed_by_a_box_record() {
+    bell_never_missed(true);
+}

@@ -35,7 +35,8 @@ pub struct PmlConfig {
     /// Longest sleep of a blocking wait whose yields hand the core to no
     /// other task, as under a launcher that starts each rank in a session
     /// of its own (`pml_ob1_idle_sleep_max`, microseconds; zero: never
-    /// sleep, only yield).
+    /// sleep, only yield). A sleep on the BTLs' doorbell ends sooner, when
+    /// a peer's send rings it: this bounds what a lost wake-up costs.
     pub idle_sleep_max: std::time::Duration,
     /// Run a progress thread (`pml_ob1_progress_thread`; the runtime
     /// starts it, as for `mpi_async_progress`).
@@ -136,7 +137,8 @@ impl PmlConfig {
             .level(6)
             .help(
                 "longest sleep (us) of a blocking wait whose yields give the core to no other \
-                 task (ranks each in a session of their own, as Hydra starts them); 0: only yield",
+                 task (ranks each in a session of their own, as Hydra starts them; a sleep on \
+                 the sm doorbell ends when a peer sends); 0: only yield",
             ),
         )?;
         reg.register(

@@ -11,24 +11,41 @@
 //! while the rank that holds the message it waits for waits for that core.
 //! 4 ranks on 2 cores next to busy processes of other sessions: a ring hop
 //! took 0.6-1.2 ms (medians) under Hydra against 3-7 us under `oxmpirun`
-//! and `srun`; with the sleeps below, 0.09-0.15 ms
-//! (`docs/perf/log/oversubscribed-waits.md`).
+//! and `srun`; with timed sleeps, 0.09-0.15 ms; sleeping on the doorbell,
+//! about half that again (`docs/perf/log/oversubscribed-waits.md`).
 //!
 //! So the waiter times its yields. One that returns within [`YIELD_GAVE`]
 //! gave the core to nobody; after [`FAST_YIELDS`] of those in a row the
 //! waiter also sleeps after each yield that gave nothing, which takes it
-//! off the run queue whatever its group: first 1 us, doubling up to the
-//! wait's longest sleep (`pml_ob1_idle_sleep_max`, 0: never sleep). A
-//! yield that took longer (another task ran), a pass that found work or a
-//! new wait starts over. The timer slack of the thread is 1 us for the
-//! sleep and set back after it: with the default 50 us a sleep of 1 to 20
-//! us took 78-96 us here.
+//! off the run queue whatever its group ([`rest`] says when, the caller
+//! sleeps):
+//!
+//! * On a doorbell ([`crate::Ob1::doorbell`]) when every BTL in use can
+//!   wake a sleeper (sm, with self; not TCP): the waiter arms it, makes a
+//!   last progress pass over every BTL and looks at what it waits for (any
+//!   work found ends the pause at once), then sleeps in `futex_wait` until
+//!   a peer's send rings it, for at most the wait's longest sleep
+//!   (`pml_ob1_idle_sleep_max`). A message costs its receiver one wake-up,
+//!   not the rest of a timed sleep. The BTL's side (who rings, and why no
+//!   wake-up is lost) is `oxmpi_btl::sm::ring::bell`.
+//! * Otherwise by the clock: first 1 us, doubling up to
+//!   `pml_ob1_idle_sleep_max` ([`sleep`]), the thread's timer slack 1 us
+//!   for the sleep and set back after it (with the default 50 us a sleep of
+//!   1 to 20 us took 78-96 us here).
+//!
+//! A yield that took longer (another task ran), a pass that found work or a
+//! new wait starts over (so does a last look that found work, [`woke`]).
 //!
 //! Invariant: nothing here runs while a wait is still within its spin
 //! budget ([`crate::Pml::pause`] decides), so the latency of a message
 //! that arrives within it is untouched; and a wait that sleeps wakes at
-//! least every `idle_sleep_max`, so no message waits longer than that to be
-//! seen (plus the scheduler's latency).
+//! least every `idle_sleep_max` (a doorbell sleep: at the latest then), so
+//! no message waits longer than that to be seen (plus the scheduler's
+//! latency), whatever rings or fails to: that bound also covers a message
+//! that another thread of the process (`MPI_THREAD_MULTIPLE`) makes
+//! arrive for a sleeper without ringing (through self), and the liveness
+//! checks that progress passes make (a dead peer is still found within the
+//! same number of passes).
 
 use std::cell::Cell;
 use std::num::NonZeroU64;
@@ -37,7 +54,9 @@ use std::time::{Duration, Instant};
 /// A yield that returns sooner gave the core to no other task (a switch
 /// to another task and back takes longer, here 2 us and more).
 pub const YIELD_GAVE: Duration = Duration::from_micros(2);
-/// Fast yields in a row after which a waiter sleeps.
+/// Fast yields in a row after which a waiter sleeps (on a doorbell too:
+/// sleeping after 1 made a ring hop under Hydra with no busy process 19-36
+/// us instead of 4-6, each hop then waking an idle core).
 pub const FAST_YIELDS: u32 = 16;
 /// The first sleep of a wait.
 const FIRST_SLEEP: Duration = Duration::from_micros(1);
@@ -66,19 +85,30 @@ thread_local! {
 }
 
 /// Gives the core away once, `polls` passes into a wait (counting from 1,
-/// growing within one wait): a yield, followed by a sleep of at most
-/// `sleep_max` once yields have handed the core to nobody. `busy`: the
-/// last pass found work (the count starts over).
-pub fn rest(polls: u32, busy: bool, sleep_max: Duration) {
+/// growing within one wait): a yield; then, once yields have handed the
+/// core to nobody, the sleep to take, of at most `sleep_max` (the caller
+/// sleeps on a doorbell instead where it has one). `busy`: the last pass
+/// found work (the count starts over).
+pub fn rest(polls: u32, busy: bool, sleep_max: Duration) -> Option<Duration> {
     let t0 = Instant::now();
     std::thread::yield_now();
     let gave = t0.elapsed() >= YIELD_GAVE;
     let mut s = STATE.with(Cell::get);
     let sleep_now = step(&mut s, polls, busy, gave, sleep_max);
     STATE.with(|c| c.set(s));
-    if let Some(d) = sleep_now {
-        sleep(d);
-    }
+    sleep_now
+}
+
+/// The last look before a sleep found work: the next rest of this wait
+/// counts its yields from zero again.
+pub fn woke() {
+    STATE.with(|c| {
+        let s = c.get();
+        c.set(State {
+            polls: s.polls,
+            ..State::default()
+        });
+    });
 }
 
 /// The decision of one [`rest`]: updates the thread's state `s` for a pass
@@ -117,7 +147,7 @@ fn sleep_for(s: &mut State, max: Duration) -> Duration {
 
 /// Sleeps for `d` with a timer slack of [`SLEEP_SLACK_NS`], the thread's
 /// own slack set back afterwards.
-fn sleep(d: Duration) {
+pub fn sleep(d: Duration) {
     let before = rustix::thread::current_timer_slack().ok();
     let set = rustix::thread::set_current_timer_slack(NonZeroU64::new(SLEEP_SLACK_NS)).is_ok();
     std::thread::sleep(d);
@@ -190,9 +220,11 @@ mod tests {
         let before = rustix::thread::current_timer_slack().unwrap();
         sleep(Duration::from_micros(1));
         assert_eq!(rustix::thread::current_timer_slack().unwrap(), before);
-        // And a real rest, sleeping or not, leaves it too.
+        // And a real rest and sleep leave it too.
         for p in 1..2 * FAST_YIELDS {
-            rest(p, false, MAX);
+            if let Some(d) = rest(p, false, MAX) {
+                sleep(d);
+            }
         }
         assert_eq!(rustix::thread::current_timer_slack().unwrap(), before);
     }

@@ -8,7 +8,8 @@
 //! * [`Pml`]: the thread-safe face: a mutex around [`Ob1`] (none while one
 //!   thread alone may call it, see [`Pml::confine`]), blocking waits that
 //!   spin briefly then yield (at once when oversubscribed), and sleep once
-//!   their yields hand the core to nobody (`idle`).
+//!   their yields hand the core to nobody (`idle`): on the BTLs' doorbell,
+//!   which the sender of a message rings, when every BTL in use has one.
 //!
 //! Layer rule: the PML never names a concrete BTL; it is generic over
 //! `oxmpi_btl::btl::Btl` and given its BTL list by the layer above.
@@ -66,6 +67,36 @@ pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
     /// How many pieces of that work are pending (zero: nothing to call;
     /// one load on the paths that check).
     outside_pending: std::sync::atomic::AtomicUsize,
+    /// What waits did once past their yields ([`Pml::sleep_counts`]).
+    sleeps: SleepCounters,
+}
+
+/// How blocking waits slept ([`Pml::sleep_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SleepCounts {
+    /// Sleeps on a doorbell ([`Ob1::doorbell`]).
+    pub bell: u64,
+    /// Of those, the ones a peer's send ended (rang), not the timeout.
+    pub rung: u64,
+    /// Doorbells armed, then left without sleeping: the last look found
+    /// work.
+    pub bell_skipped: u64,
+    /// Timed sleeps (no doorbell could wake the waiter).
+    pub timed: u64,
+}
+
+#[derive(Default)]
+struct SleepCounters {
+    bell: std::sync::atomic::AtomicU64,
+    rung: std::sync::atomic::AtomicU64,
+    bell_skipped: std::sync::atomic::AtomicU64,
+    timed: std::sync::atomic::AtomicU64,
+}
+
+impl SleepCounters {
+    fn bump(c: &std::sync::atomic::AtomicU64) {
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Work above the engine (the C layer's collective schedules) that every
@@ -108,6 +139,19 @@ impl<B: ?Sized + Btl> Pml<B> {
             notice: std::sync::OnceLock::new(),
             outside: std::sync::OnceLock::new(),
             outside_pending: std::sync::atomic::AtomicUsize::new(0),
+            sleeps: SleepCounters::default(),
+        }
+    }
+
+    /// How blocking waits of this PML have slept so far.
+    pub fn sleep_counts(&self) -> SleepCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = &self.sleeps;
+        SleepCounts {
+            bell: s.bell.load(Relaxed),
+            rung: s.rung.load(Relaxed),
+            bell_skipped: s.bell_skipped.load(Relaxed),
+            timed: s.timed.load(Relaxed),
         }
     }
 
@@ -334,7 +378,13 @@ impl<B: ?Sized + Btl> Pml<B> {
             }
             self.outside_work();
             polls = polls.saturating_add(batch);
-            self.pause(polls, busy);
+            if self.gives_core(polls, busy) {
+                if let Some(v) = self.idle(polls, busy, &mut cond) {
+                    return v;
+                }
+            } else {
+                std::hint::spin_loop();
+            }
             if polls > self.spin && self.notice.get().is_some() {
                 self.take_failure_notice();
             }
@@ -354,15 +404,72 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// call it waits for, out for as long as messages stream in.
     /// Once yields hand the core to nobody (a rank alone in its scheduler
     /// group, as MPICH's Hydra starts them, cannot yield to the others),
-    /// the waiter sleeps instead, for up to `pml_ob1_idle_sleep_max`
-    /// (`idle`'s module doc).
+    /// the waiter sleeps instead (`idle`'s module doc): on the doorbell
+    /// of its BTLs ([`Ob1::doorbell`]), which a peer's send rings, after a
+    /// last progress pass (any work it finds ends the pause at once), for
+    /// up to `pml_ob1_idle_sleep_max`; where no doorbell can wake it, for
+    /// up to that long by the clock.
     #[inline]
     pub fn pause(&self, polls: u32, busy: bool) {
-        if polls > self.spin && (!busy || self.inner.is_shared()) {
-            idle::rest(polls, busy, self.sleep_max);
+        if self.gives_core(polls, busy) {
+            self.idle(polls, busy, &mut |_| None::<()>);
         } else {
             std::hint::spin_loop();
         }
+    }
+
+    /// Whether a wait `polls` passes in, whose last pass found work or not
+    /// (`busy`), gives the core away now ([`Pml::pause`]).
+    #[inline(always)]
+    fn gives_core(&self, polls: u32, busy: bool) -> bool {
+        polls > self.spin && (!busy || self.inner.is_shared())
+    }
+
+    /// Gives the core away once (`idle`'s module doc): yields, and once
+    /// yields hand it to nobody sleeps, on the doorbell if there is one.
+    /// `cond` is the wait's condition, looked at in the last pass before
+    /// the sleep: its value, if it holds then.
+    #[inline(never)]
+    fn idle<T>(
+        &self,
+        polls: u32,
+        busy: bool,
+        cond: &mut impl FnMut(&mut Ob1<B>) -> Option<T>,
+    ) -> Option<T> {
+        let timed = idle::rest(polls, busy, self.sleep_max)?;
+        // Arm, then the last look, under one lock: a message sent before the
+        // bell was armed is seen by this pass, one sent after rings (see
+        // `oxmpi_btl::sm::ring::bell`); so is whatever another thread did
+        // under the lock before it. Work found ends the pause.
+        let armed = self.with(|o| {
+            let bell = o.doorbell()?;
+            bell.arm();
+            let found = o.progress_all();
+            Some((bell, found, cond(o)))
+        });
+        match armed {
+            Some((bell, found, out)) => {
+                if out.is_some() || found > 0 {
+                    bell.disarm();
+                    SleepCounters::bump(&self.sleeps.bell_skipped);
+                    idle::woke();
+                    return out;
+                }
+                SleepCounters::bump(&self.sleeps.bell);
+                // The bound a lost wake-up can cost, and what another
+                // thread of this process, which rings nothing, can keep a
+                // sleeper waiting (`MPI_THREAD_MULTIPLE`).
+                if bell.sleep(self.sleep_max) {
+                    SleepCounters::bump(&self.sleeps.rung);
+                }
+                bell.disarm();
+            }
+            None => {
+                SleepCounters::bump(&self.sleeps.timed);
+                idle::sleep(timed);
+            }
+        }
+        None
     }
 
     /// `MPI_Wait`.

@@ -11,8 +11,9 @@
 //! ```text
 //!   0  control block (128 B): magic, version, local index, local count,
 //!      inbox offset and length, table offset and slots (u64 each)
-//! 128  its Inbox: one ring per other local rank (local_count - 1 rings;
-//!      the sender of local index s writes ring s - (s > me))
+//! 128  its Inbox: its doorbell, and one ring per other local rank
+//!      (local_count - 1 rings; the sender of local index s writes ring
+//!      s - (s > me))
 //!   T  the registration table (REGISTRATION_SLOTS slots of 4 u64:
 //!      id, address, length, access), T = round_up(128 + inbox, 128)
 //! ```
@@ -41,9 +42,9 @@ use crate::btl::BtlError;
 const CONTROL_BYTES: usize = 128;
 const CTL_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiSMB");
 /// Bumped with any change to the segment's or the rings' layout (2: ring
-/// records on 32-byte slots), so that builds that disagree fail to attach
-/// instead of misreading each other.
-const CTL_VERSION: u64 = 2;
+/// records on 32-byte slots; 3: the inbox's doorbell), so that builds that
+/// disagree fail to attach instead of misreading each other.
+const CTL_VERSION: u64 = 3;
 const CTL_WORDS: usize = 8;
 
 /// Where things are in a segment's data region.

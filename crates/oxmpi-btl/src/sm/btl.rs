@@ -13,7 +13,9 @@
 //!   32-byte slots, two to a cache line: up to 24 bytes with the ring's
 //!   header is one slot); a full ring is
 //!   `NoResource`. The data path makes no system call, takes no lock and
-//!   allocates nothing (descriptor buffers come from a free list).
+//!   allocates nothing (descriptor buffers come from a free list); but a
+//!   receiver asleep on its inbox's doorbell is woken (`futex_wake`) by the
+//!   record that arrives ([`Btl::wakeup`], `ring::bell`).
 //! * `put`/`get` with CMA: the initiator checks the remote key against the
 //!   owner's registration table (in the owner's segment: a stale, forged or
 //!   out-of-range key is `Invalid` and nothing is touched), then does one
@@ -33,13 +35,14 @@ use std::sync::Arc;
 use super::attach::{self, Layout};
 use super::card::SmCard;
 use super::copy::{self, Op, Ops};
+use super::doorbell::SmDoorbell;
 use super::peer::{Peer, PeerState};
 use super::regs::{self, Key, Regs, ACCESS_READ, ACCESS_WRITE, NO_SLOT};
 use super::ring::{self, InboxReceiver, Ring, RingProducer, SendError};
 use super::segment::{Segment, DATA_OFFSET};
 use crate::btl::{
     Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
-    Registration, RemoteKey, SendOutcome, SmallMatch, SmallRecv, Token,
+    Registration, RemoteKey, SendOutcome, SmallMatch, SmallRecv, Token, Wakeup,
 };
 use crate::cma::{self, CmaError, ProbeWord};
 use crate::mem::{copy_bytes, MemRegion};
@@ -91,6 +94,8 @@ pub struct SmBtl {
     pub(super) bound: usize,
     pub(super) idle: u32,
     pub(super) sweep_next: usize,
+    /// Our inbox's bell, which peers ring (a waiter sleeps on it).
+    pub(super) doorbell: Arc<SmDoorbell>,
 }
 
 impl std::fmt::Debug for SmBtl {
@@ -127,6 +132,7 @@ impl SmBtl {
         limits.rndv_eager_limit = limits.rndv_eager_limit.min(limits.max_send_size);
 
         let (segment, rx) = attach::create(&cfg, &layout)?;
+        let doorbell = Arc::new(SmDoorbell::new(rx.bell()));
 
         let cma_ok = if cfg.single_copy {
             cma::prepare().is_possible()
@@ -166,6 +172,7 @@ impl SmBtl {
             bound: 0,
             idle: 0,
             sweep_next: 0,
+            doorbell,
         })
     }
 
@@ -327,8 +334,11 @@ impl SmBtl {
             done: 0,
         });
         self.peers[i].emu.outgoing.push_back(req);
-        self.emu_dirty = true;
-        self.pump_peer(i);
+        // Dirty only if the ring refused some of it (and a waiter then
+        // polls, see `wakeup`).
+        if self.pump_peer(i) {
+            self.emu_dirty = true;
+        }
         Ok(())
     }
 
@@ -863,6 +873,18 @@ impl Btl for SmBtl {
 
     fn polls_from_peer(&self) -> bool {
         true
+    }
+
+    /// Our inbox's bell: every record a peer publishes into the inbox (ring,
+    /// fast box, CONTROL record) rings it once armed. Not while
+    /// copy-in/copy-out owes a peer data that its full ring refused: room
+    /// there rings nothing, progress must look again.
+    fn wakeup(&self) -> Wakeup {
+        if self.emu_dirty {
+            Wakeup::Poll
+        } else {
+            Wakeup::Bell(self.doorbell.clone())
+        }
     }
 
     /// The ring from the peer on `ep`, read in place (see

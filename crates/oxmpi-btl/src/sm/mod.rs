@@ -13,6 +13,8 @@
 //!   * [`peer`]: binding a peer on first use, finding out it is gone;
 //!   * [`regs`]: registrations, remote keys, the shared registration table;
 //!   * [`copy`]: put and get by copy-in/copy-out when CMA is not available;
+//!   * `doorbell`: the inbox's bell as the BTL's
+//!     [`Doorbell`](crate::btl::Doorbell), which a waiting rank sleeps on;
 //!   * [`btl`]: the [`Btl`](crate::btl::Btl) implementation.
 
 #[cfg(not(loom))]
@@ -25,6 +27,8 @@ pub mod card;
 pub mod config;
 #[cfg(not(loom))]
 pub mod copy;
+#[cfg(not(loom))]
+mod doorbell;
 #[cfg(not(loom))]
 pub mod peer;
 #[cfg(not(loom))]

@@ -636,6 +636,37 @@ impl<B: ?Sized + Btl> Ob1<B> {
         n
     }
 
+    /// [`Ob1::progress`] that polls every BTL, those with nothing in flight
+    /// too (which `progress` polls only every eighth call): the last look
+    /// of a wait before it sleeps.
+    pub fn progress_all(&mut self) -> usize {
+        // The pass `progress` makes next is one of its idle turns.
+        self.st.tick |= 7;
+        self.progress()
+    }
+
+    /// The doorbell a waiting thread may sleep on ([`Btl::wakeup`]): the
+    /// one every BTL in use offers, when each of the others only carries
+    /// this process's own traffic. `None`, for a sleep of bounded length
+    /// between polls: a BTL that cannot wake a sleeper is in use (TCP), no
+    /// BTL has a doorbell, or work is queued that waits for a resource
+    /// (room in a ring) rather than for a message.
+    pub fn doorbell(&self) -> Option<std::sync::Arc<dyn oxmpi_btl::btl::Doorbell>> {
+        use oxmpi_btl::btl::Wakeup;
+        if self.st.has_queued() || !self.st.copies.is_empty() {
+            return None;
+        }
+        let mut bell = None;
+        for b in &self.btls {
+            match b.wakeup() {
+                Wakeup::Local => {}
+                Wakeup::Bell(d) if bell.is_none() => bell = Some(d),
+                Wakeup::Bell(_) | Wakeup::Poll => return None,
+            }
+        }
+        bell
+    }
+
     /// Whether the request has completed (without consuming it).
     pub fn is_complete(&self, id: ReqId) -> Result<bool, PmlError> {
         if id.inline_status().is_some() {

@@ -7,10 +7,15 @@
 //! ```text
 //!   0  magic u64 @0, sender count u64 @8, ring capacity u64 @16 (read-only)
 //!  64  active count u64 (its own line; senders bump it once each)
-//! 128  active slots: one u64 per sender, `sender + 1` once written, 0 before;
+//! 128  the doorbell: a u32 futex word on a line of its own (the line after
+//!      it, 192, stays empty: adjacent-line prefetch couples nothing to it)
+//! 256  active slots: one u64 per sender, `sender + 1` once written, 0 before;
 //!      rounded up to 128 bytes
-//!  R = 128 + round_up(8 n, 128): ring i at R + i * Ring::required_bytes(cap)
+//!  R = 256 + round_up(8 n, 128): ring i at R + i * Ring::required_bytes(cap)
 //! ```
+//!
+//! The doorbell ([`super::bell`]): the receiver arms it before it sleeps,
+//! and every sender's producer looks at it after each record it publishes.
 //!
 //! Registration: the first [`Inbox::attach_sender`] of sender `i` swaps the
 //! ring's "registered" word from 0 to 1; the winner takes a slot with a
@@ -24,6 +29,7 @@
 //! from each ring per call, so one busy sender cannot starve the others and
 //! a call's work is bounded by `budget * active senders`.
 
+use super::bell::Bell;
 use super::mem::Mem;
 use super::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use super::{
@@ -36,8 +42,10 @@ const I_MAGIC: usize = 0;
 const I_SENDERS: usize = 8;
 const I_CAPACITY: usize = 16;
 const I_COUNT: usize = 64;
-const I_SLOTS: usize = 128;
-const INBOX_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiIB1");
+const I_BELL: usize = 128;
+const I_SLOTS: usize = 256;
+/// Changes with the layout ("IB2": the doorbell).
+const INBOX_MAGIC: u64 = u64::from_le_bytes(*b"oxmpiIB2");
 
 /// The default number of records taken from one ring per `poll_all`.
 pub const DEFAULT_POLL_BUDGET: usize = 16;
@@ -127,6 +135,7 @@ impl Inbox {
         mem.word(I_SENDERS).store(n_senders as u64, Relaxed);
         mem.word(I_CAPACITY).store(ring_capacity as u64, Relaxed);
         mem.word(I_COUNT).store(0, Relaxed);
+        Bell::at(mem, I_BELL).clear();
         for i in 0..n_senders {
             mem.word(I_SLOTS + 8 * i).store(0, Relaxed);
             Ring::format(&g.ring(mem, i), ring_capacity)?;
@@ -147,7 +156,7 @@ impl Inbox {
         }
         let ring = g.ring(mem, sender);
         let registered = ring.word(R_REGISTERED);
-        let producer = RingProducer::from_mem(g.ring(mem, sender))?;
+        let producer = RingProducer::from_mem(g.ring(mem, sender), Bell::at(mem, I_BELL))?;
         if registered.swap(1, AcqRel) == 0 {
             let slot = mem.word(I_COUNT).fetch_add(1, AcqRel) as usize;
             debug_assert!(slot < g.n_senders);
@@ -301,6 +310,13 @@ impl InboxReceiver {
     /// other direction.
     pub fn armed(&self, sender: usize) -> Option<FastArm> {
         self.armed.get(sender).cloned()
+    }
+
+    /// The inbox's doorbell (see [`super::bell`]): what the receiver arms
+    /// and sleeps on. It keeps the inbox's memory alive as the receiver
+    /// does.
+    pub fn bell(&self) -> Bell {
+        Bell::at(&self.mem, I_BELL)
     }
 
     /// Sets how many records `poll_all` takes from one ring per call (>= 1).
@@ -524,7 +540,7 @@ mod tests {
     fn geometry_is_line_aligned() {
         let g = Geometry::new(3, 1024).unwrap();
         assert_eq!(g.rings % 128, 0);
-        assert_eq!(g.total(), 256 + 3 * (1024 + 256));
+        assert_eq!(g.total(), 384 + 3 * (1024 + 256));
         assert_eq!(REGION_ALIGN, 128);
     }
 }

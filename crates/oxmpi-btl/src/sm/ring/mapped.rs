@@ -6,7 +6,7 @@
 
 use super::inbox::{Inbox, InboxReceiver};
 use super::mem::Mem;
-use super::{Ring, RingConsumer, RingError, RingProducer};
+use super::{Bell, Ring, RingConsumer, RingError, RingProducer};
 use std::ptr::NonNull;
 
 impl Ring {
@@ -37,7 +37,8 @@ impl RingProducer {
     pub unsafe fn attach(base: NonNull<u8>, len: usize) -> Result<RingProducer, RingError> {
         // SAFETY: forwarded contract.
         let mem = unsafe { Mem::from_raw(base, len)? };
-        Self::from_mem(mem)
+        // A ring outside any inbox: nobody arms its bell.
+        Self::from_mem(mem, Bell::new_heap())
     }
 }
 

@@ -148,6 +148,22 @@ mod imp {
             unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU64>() }
         }
 
+        /// The 4-byte word at `off` (a futex word: the doorbell's), never
+        /// accessed as part of an 8-byte word.
+        #[inline(always)]
+        pub(crate) fn word32(&self, off: usize) -> &std::sync::atomic::AtomicU32 {
+            debug_assert!(off % 4 == 0 && off + 4 <= self.len);
+            // SAFETY: as for `word`, with 4-byte size and alignment; the
+            // callers access the word at `off` only through this method.
+            unsafe {
+                &*self
+                    .base
+                    .as_ptr()
+                    .add(off)
+                    .cast::<std::sync::atomic::AtomicU32>()
+            }
+        }
+
         /// Hints the CPU to fetch the cache line at `off` (no effect on
         /// memory; an address past the view is never formed).
         #[inline(always)]

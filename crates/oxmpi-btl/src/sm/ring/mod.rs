@@ -13,7 +13,10 @@
 //! * A full ring is back-pressure: [`RingProducer::try_reserve`] returns
 //!   [`SendError::Full`] and the caller retries later. Nothing grows, nothing
 //!   is dropped.
-//! * The data path makes no system call, takes no lock and allocates nothing.
+//! * The data path makes no system call, takes no lock and allocates nothing,
+//!   except that a producer wakes (`futex_wake`) a receiver that armed its
+//!   inbox's doorbell to sleep ([`bell`]): each publication looks at that
+//!   word, and only a set one costs the call.
 //! * Bytes written by the other side are checked before use: a malformed
 //!   header is [`RingError::Corrupt`], never out-of-bounds access or a panic.
 //!
@@ -175,14 +178,14 @@
 //! The table is for [`DEFAULT_CAPACITY`]; the sm BTL uses it past 16 local
 //! ranks and 256 KiB rings up to 16 (its `default_ring_capacity`).
 //!
-//! [`Inbox::required_bytes`]`(n, cap) = 128 + round_up(8 n, 128) + n (cap + 256)`.
+//! [`Inbox::required_bytes`]`(n, cap) = 256 + round_up(8 n, 128) + n (cap + 256)`.
 //! With the default 64 KiB rings ([`DEFAULT_CAPACITY`]):
 //!
 //! | local ranks | senders per inbox | bytes per rank | per node (all inboxes) |
 //! |---|---|---|---|
-//! | 2  | 1  | 66 048 (64.5 KiB)      | 129 KiB  |
-//! | 8  | 7  | 460 800 (450 KiB)      | 3.52 MiB |
-//! | 64 | 63 | 4 145 536 (3.95 MiB)   | 253 MiB  |
+//! | 2  | 1  | 66 176 (64.6 KiB)      | 129 KiB  |
+//! | 8  | 7  | 460 928 (450 KiB)      | 3.52 MiB |
+//! | 64 | 63 | 4 145 664 (3.95 MiB)   | 253 MiB  |
 //!
 //! At 64 ranks a 16 KiB ring (max payload 4088 B) brings this to 1.00 MiB
 //! per rank (`tests/ring_basic.rs` checks these figures).
@@ -200,12 +203,14 @@
 //! [`Inbox::new_heap`]) run the same code over a region of their own.
 #![allow(unsafe_code)]
 
+pub mod bell;
 pub mod inbox;
 #[cfg(not(loom))]
 mod mapped;
 mod mem;
 mod sync;
 
+pub use bell::{register_barrier, Bell, Slept};
 pub use inbox::{HeapInbox, Inbox, InboxReceiver, PollError};
 
 use crate::btl::{SmallMatch, SmallRecv};
@@ -432,7 +437,7 @@ impl Ring {
         let mem = Mem::new_heap(Self::required_bytes(capacity));
         Self::format(&mem, capacity)?;
         Ok((
-            RingProducer::from_mem(mem.sub(0, mem.len()))?,
+            RingProducer::from_mem(mem.sub(0, mem.len()), Bell::new_heap())?,
             RingConsumer::from_mem(mem)?,
         ))
     }
@@ -694,12 +699,19 @@ pub struct RingProducer {
     tail: u64,
     head_cache: u64,
     fast: Option<FastTx>,
+    /// The receiver's doorbell, looked at after each record published.
+    bell: Bell,
 }
 
 impl RingProducer {
-    pub(crate) fn from_mem(mem: Mem) -> Result<RingProducer, RingError> {
+    /// The producer of the ring in `mem`, ringing `bell` (its receiver's)
+    /// after each record it publishes.
+    pub(crate) fn from_mem(mem: Mem, bell: Bell) -> Result<RingProducer, RingError> {
         let capacity = Ring::capacity_of(&mem)?;
         claim(&mem, R_PRODUCER_ATTACHED, "producer")?;
+        // Before anything is published: the receivers' barrier reaches this
+        // process from now on (see `bell`).
+        register_barrier();
         let tail = mem.word(R_TAIL_SAVED).load(Relaxed);
         let head_cache = mem.word(R_HEAD).load(Acquire);
         Ok(RingProducer {
@@ -711,13 +723,15 @@ impl RingProducer {
             tail,
             head_cache,
             fast: None,
+            bell,
         })
     }
 
     /// The same handle, also keeping `owner` (the mapping the ring lies
     /// in) alive while it or anything it hands out lives.
     pub fn keeping(mut self, owner: Arc<dyn Send + Sync>) -> RingProducer {
-        self.mem.keep(owner);
+        self.mem.keep(owner.clone());
+        self.bell.keeping_in_place(owner);
         self
     }
 
@@ -823,6 +837,7 @@ impl RingProducer {
         let small = (8..=16).contains(&h) && data.len() <= 16;
         if let Some(f) = &mut self.fast {
             if small && len <= BOX_PAYLOAD && f.try_send(tag, hdr, data, len, self.tail) {
+                self.bell.ring_if_armed();
                 return true;
             }
         }
@@ -855,6 +870,7 @@ impl RingProducer {
         self.mem.commit_bytes(R_DATA + off + HEADER_BYTES, len);
         // Release: the payload above becomes visible with the header.
         self.mem.word(R_DATA + off).store(head, Release);
+        self.bell.ring_if_armed();
         true
     }
 
@@ -942,6 +958,7 @@ impl Reservation<'_> {
         // Release: the payload above becomes visible with the header.
         p.mem.word(R_DATA + self.off).store(h, Release);
         p.tail += record_bytes(self.len) as u64;
+        p.bell.ring_if_armed();
     }
 }
 
