@@ -440,6 +440,17 @@ pub(crate) enum Kernel {
     User(UserOp, usize, UserDatatype),
 }
 
+impl Kernel {
+    /// Whether the operation is commutative (every predefined one the
+    /// collectives accept is; a program's says so at `MPI_Op_create`).
+    pub(crate) fn commutative(&self) -> bool {
+        match self {
+            Kernel::User(u, ..) => u.commute,
+            _ => true,
+        }
+    }
+}
+
 /// A program's operation.
 #[derive(Clone, Copy)]
 pub struct UserOp {

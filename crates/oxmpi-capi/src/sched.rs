@@ -205,6 +205,11 @@ impl Sched {
         self.red = Some(r);
     }
 
+    /// Whether the reduction set is commutative (none set: true).
+    pub(crate) fn commutative(&self) -> bool {
+        self.red.as_ref().map_or(true, Reduction::commutative)
+    }
+
     /// A temporary buffer for `n` elements of `dt` (its origin).
     pub fn tmp(&mut self, dt: &UserDatatype, n: usize) -> Result<Loc, Error> {
         let (len, origin) = image(dt, n)?;
