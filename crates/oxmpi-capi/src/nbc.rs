@@ -337,7 +337,8 @@ pub(crate) fn b_allreduce(
     check_buf(rbuf, n, &t)?;
     let (src, dst) = (Loc::user(src), Loc::user(rbuf));
     let sel = tuned::tuned()?;
-    if commutative && n >= p as usize && tuned::large(&sel.allreduce, n * t.size(), "ring") {
+    if commutative && p > 2 && n >= p as usize && tuned::large(&sel.allreduce, n * t.size(), "ring")
+    {
         tuned::allreduce_ring(&mut s, src, dst, n, &t)?;
     } else {
         tuned::allreduce_rd(&mut s, src, dst, n, &t, commutative)?;
@@ -366,7 +367,8 @@ fn b_reduce_scatter_counts(
     check_buf(src, total, &t)?;
     check_buf(rbuf, rc[me as usize], &t)?;
     let sel = tuned::tuned()?;
-    let ring = tuned::large(&sel.reduce_scatter, total * t.size(), "ring");
+    let p = s.rank_size().1;
+    let ring = p > 2 && tuned::large(&sel.reduce_scatter, total * t.size(), "ring");
     let (src, dst) = (Loc::user(src), Loc::user(rbuf));
     tuned::reduce_scatter(&mut s, src, dst, &rc, &t, commutative, ring)?;
     Ok(s)

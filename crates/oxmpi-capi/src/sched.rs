@@ -395,6 +395,25 @@ impl Sched {
         r
     }
 
+    /// Records the outcome of a completed transfer (`due`: the bytes a
+    /// receive expects).
+    fn settle(&mut self, due: Option<usize>, st: &oxmpi::Status) {
+        match (st.error(), due) {
+            // A poisoned message where nothing was due.
+            (Some(ErrorClass::Truncate), Some(0)) => self.failed(poisoned()),
+            (Some(class), _) => self.failed(Error::new(
+                class,
+                format!(
+                    "a transfer of the collective failed: {}",
+                    st.error_reason()
+                        .unwrap_or_else(|| "no reason given".to_string())
+                ),
+            )),
+            (None, Some(due)) if st.bytes() != due => self.failed(poisoned()),
+            (None, _) => {}
+        }
+    }
+
     /// Starts the schedule (its first round).
     fn start(&mut self) {
         self.at = 0;
@@ -416,20 +435,7 @@ impl Sched {
                 }
                 let p = self.reqs.swap_remove(i);
                 let ((), st) = p.op.wait_status();
-                match (st.error(), p.due) {
-                    // A poisoned message where nothing was due.
-                    (Some(ErrorClass::Truncate), Some(0)) => self.failed(poisoned()),
-                    (Some(class), _) => self.failed(Error::new(
-                        class,
-                        format!(
-                            "a transfer of the collective failed: {}",
-                            st.error_reason()
-                                .unwrap_or_else(|| "no reason given".to_string())
-                        ),
-                    )),
-                    (None, Some(due)) if st.bytes() != due => self.failed(poisoned()),
-                    (None, _) => {}
-                }
+                self.settle(p.due, &st);
             }
             if !self.reqs.is_empty() {
                 return;
@@ -630,11 +636,27 @@ pub fn start_nb(s: Sched) -> Result<Arc<CollReq>, Error> {
     Ok(r)
 }
 
-/// Runs schedule `s` to completion (a blocking collective).
-pub fn run(s: Sched) -> Result<(), Error> {
-    let r = start_nb(s)?;
-    match r.complete(true) {
-        Some(Some(e)) => Err(e),
-        _ => Ok(()),
+/// Runs schedule `s` to completion in this thread (a blocking
+/// collective): each round's transfers posted, then waited for one by one
+/// as point-to-point waits do (acting on the launcher's failure notices;
+/// running schedules advance meanwhile through the progress hook), then
+/// its local steps. The schedule never becomes a request nor enters
+/// `ACTIVE`: that bookkeeping cost several times a short message's
+/// latency (docs/perf/log/collectives.md).
+pub fn run(mut s: Sched) -> Result<(), Error> {
+    s.at = 0;
+    s.err = None;
+    s.phase = Phase::Running;
+    while s.at < s.rounds.len() {
+        s.post();
+        for p in std::mem::take(&mut s.reqs) {
+            let ((), st) = p.op.wait_status();
+            s.settle(p.due, &st);
+        }
+        if let Err(e) = s.locals() {
+            s.failed(e);
+        }
+        s.at += 1;
     }
+    s.err.take().map_or(Ok(()), Err)
 }

@@ -8,10 +8,10 @@
 //! launcher checks `--mca coll_tuned_...` and `oxmpi-info` lists them.
 //!
 //! The defaults were measured on a 2-core machine with 2 to 8 ranks
-//! (`docs/perf/log/collectives.md`); the large-message algorithms pay once a
-//! rank's share of the vector no longer fits in a fraction of the cache, so
-//! the switch points of the reductions are expressed relative to the last
-//! level cache where that is known.
+//! (`docs/perf/log/collectives.md`, [`CollTuned::default`]). With two ranks
+//! the bandwidth algorithms (ring, scatter + allgather) move no less data
+//! than the latency ones, so two ranks always take the latency ones (and
+//! vectors of fewer elements than ranks too), whatever is forced.
 //!
 //! ```
 //! let mut reg = oxmpi_runtime::mca::Registry::new();
@@ -90,46 +90,28 @@ const TABLE: [(&str, [&str; 2], &str); 6] = [
     ),
 ];
 
-/// The last level cache's size in bytes, if the system says.
-fn llc_bytes() -> Option<usize> {
-    let mut best = None;
-    for i in 0..8 {
-        let p = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
-        let Ok(s) = std::fs::read_to_string(p) else {
-            break;
-        };
-        let s = s.trim();
-        let (num, mul) = match s.strip_suffix('K') {
-            Some(n) => (n, 1024),
-            None => match s.strip_suffix('M') {
-                Some(n) => (n, 1 << 20),
-                None => (s, 1),
-            },
-        };
-        if let Ok(n) = num.parse::<usize>() {
-            best = Some(best.map_or(n * mul, |b: usize| b.max(n * mul)));
-        }
-    }
-    best
-}
-
 impl Default for CollTuned {
+    /// Switch points measured on a 2-core machine at 2, 4 and 8 ranks
+    /// (docs/perf/log/collectives.md): recursive doubling gives way to the
+    /// ring from 16 KiB (allreduce) and 32 KiB (reduce-scatter) at 4 and
+    /// more ranks; reduce-scatter + gather beats the binomial reduce from
+    /// 256 KiB; Bruck's allgather the ring up to 256 KiB blocks; the
+    /// binomial bcast and the all-at-once alltoall won at every size
+    /// measured (up to 1 MiB), so their switch is above it. Oversubscribed
+    /// ranks (more than the cores) set these points more than the caches
+    /// do: the ring's `p - 1` steps each wait for a rank to be scheduled.
     fn default() -> Self {
-        // Measured (docs/perf/log/collectives.md): the reductions' ring
-        // beats recursive doubling from about 1/512 of a 32 MiB cache
-        // (64 KiB) up; clamped for odd cache reports.
-        let red = llc_bytes().map_or(64 << 10, |c| (c / 512).clamp(16 << 10, 256 << 10));
         let c = |small_msg: usize| CollChoice {
             algorithm: "auto".into(),
             small_msg,
         };
         CollTuned {
-            bcast: c(red),
-            reduce: c(red),
-            allreduce: c(red),
-            allgather: c(16 << 10),
-            alltoall: c(16 << 10),
-            reduce_scatter: c(red),
+            bcast: c(2 << 20),
+            reduce: c(256 << 10),
+            allreduce: c(16 << 10),
+            allgather: c(256 << 10),
+            alltoall: c(2 << 20),
+            reduce_scatter: c(32 << 10),
         }
     }
 }
