@@ -91,13 +91,17 @@ struct Xfer {
 }
 
 /// A local step: `inout = inb op inout` over `n` elements whose memory
-/// image is `len` bytes with the origin `origin` bytes in.
+/// image is `len` bytes with the origin `origin` bytes in; or (`copy`)
+/// the `len` dense bytes of `inb`'s image (its origin `origin` bytes in)
+/// copied over `inout`'s (its origin `to_origin` bytes in).
 struct Reduce {
     inb: Loc,
     inout: Loc,
     n: usize,
     len: usize,
     origin: isize,
+    to_origin: isize,
+    copy: bool,
 }
 
 #[derive(Default)]
@@ -260,7 +264,9 @@ impl Sched {
     }
 
     /// Copies `sn` of `st` at `src` to `rn` of `rt` at `dst` in the current
-    /// round (a send to oneself).
+    /// round: between two dense contiguous layouts a local step (after the
+    /// round's transfers, before its reductions added later), otherwise a
+    /// send to oneself (a transfer of the round).
     pub fn copy(
         &mut self,
         src: Loc,
@@ -270,6 +276,26 @@ impl Sched {
         rn: usize,
         rt: &UserDatatype,
     ) {
+        let bytes = sn * st.size();
+        if bytes == 0 && rn * rt.size() == 0 {
+            return;
+        }
+        if bytes == rn * rt.size() && st.is_contiguous() && rt.is_contiguous() {
+            if let (Ok((ls, os)), Ok((lr, or))) = (image(st, sn), image(rt, rn)) {
+                if ls == bytes && lr == bytes {
+                    self.round().local.push(Reduce {
+                        inb: src,
+                        inout: dst,
+                        n: sn,
+                        len: bytes,
+                        origin: os,
+                        to_origin: or,
+                        copy: true,
+                    });
+                    return;
+                }
+            }
+        }
         let (me, within) = (self.c.coll.rank(), self.within);
         self.within = true;
         self.recv(me, dst, rn, rt);
@@ -293,6 +319,8 @@ impl Sched {
             n,
             len,
             origin,
+            to_origin: origin,
+            copy: false,
         });
         Ok(())
     }
@@ -374,6 +402,20 @@ impl Sched {
                 continue;
             }
             let (a, b) = (self.ptr(s.inb), self.ptr(s.inout));
+            if s.copy {
+                // SAFETY: `len` dense bytes of data around each origin: the
+                // program's buffers as the collective's arguments describe
+                // them, or temporary buffers of the schedule (`copy`
+                // checked both layouts); `copy` allows overlap.
+                unsafe {
+                    std::ptr::copy(
+                        a.wrapping_offset(-s.origin),
+                        b.wrapping_offset(-s.to_origin),
+                        s.len,
+                    )
+                };
+                continue;
+            }
             let red = self
                 .red
                 .as_ref()
