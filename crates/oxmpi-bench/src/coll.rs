@@ -112,16 +112,21 @@ pub struct Outcome {
     pub failures: Vec<(String, usize, usize, String)>,
 }
 
-/// Builds and installs what is needed, compiles `oxcoll.c` with every C
-/// implementation's `mpicc`, runs everything and writes the report.
-pub fn run(cfg: &Config) -> Result<Outcome, String> {
-    let t0 = Instant::now();
+/// The tests, rank counts and sizes are ones `oxcoll` runs.
+fn check(cfg: &Config) -> Result<(), String> {
     if let Some(t) = cfg.tests.iter().find(|t| !TESTS.contains(&t.as_str())) {
         return Err(format!("unknown test {t:?} (one of {})", TESTS.join(" ")));
     }
     if cfg.ranks.contains(&0) || cfg.sizes.is_empty() {
         return Err("rank counts must be at least 1, and one size is needed".into());
     }
+    Ok(())
+}
+
+/// Builds and installs what is needed, compiles `oxcoll.c` with every C
+/// implementation's `mpicc`, runs everything and writes the report.
+pub fn run(cfg: &Config) -> Result<Outcome, String> {
+    check(cfg)?;
     let pcfg = compare::Config {
         quick: cfg.quick,
         smoke: false,
@@ -137,7 +142,19 @@ pub fn run(cfg: &Config) -> Result<Outcome, String> {
         timeout: cfg.timeout,
         command: cfg.command.clone(),
     };
-    let (ready, mut missing) = compare::prepare(&pcfg)?;
+    let (ready, missing) = compare::prepare(&pcfg)?;
+    run_prepared(cfg, ready, missing)
+}
+
+/// [`run`] on implementations `compare::prepare` has made ready (their C
+/// suite built), left out ones in `missing`.
+pub fn run_prepared(
+    cfg: &Config,
+    ready: Vec<Impl>,
+    mut missing: compare::Missing,
+) -> Result<Outcome, String> {
+    check(cfg)?;
+    let t0 = Instant::now();
     let bench = cfg.root.join("target/bench");
     let src = bench.join("oxcoll.c");
     std::fs::write(&src, C_COLL).map_err(|e| format!("{}: {e}", src.display()))?;

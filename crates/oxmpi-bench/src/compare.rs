@@ -632,14 +632,14 @@ pub fn compare(cfg: &Config) -> Result<Outcome, String> {
     if cfg.smoke {
         // The collective tests too: 2 ranks, 8 bytes, allreduce and
         // iallreduce on the C suites (a few seconds).
-        let impls: Vec<String> = impls
+        let c_impls: Vec<Impl> = impls
             .iter()
             .filter(|i| i.mpicc.is_some())
-            .map(|i| i.key.clone())
+            .cloned()
             .collect();
-        let ccfg =
-            crate::coll::Config::smoke(cfg.root.clone(), cfg.out.clone(), impls, cfg.timeout);
-        match crate::coll::run(&ccfg) {
+        let keys = c_impls.iter().map(|i| i.key.clone()).collect();
+        let ccfg = crate::coll::Config::smoke(cfg.root.clone(), cfg.out.clone(), keys, cfg.timeout);
+        match crate::coll::run_prepared(&ccfg, c_impls, Vec::new()) {
             Ok(o) => {
                 for (imp, ranks, rep, why) in o.failures {
                     failures.push(Failure {
