@@ -93,7 +93,7 @@ const TABLE: [(&str, [&str; 2], &str); 6] = [
 impl Default for CollTuned {
     /// Switch points measured on a 2-core machine at 2, 4 and 8 ranks
     /// (docs/perf/log/collectives.md): recursive doubling gives way to the
-    /// ring from 16 KiB (allreduce) and 32 KiB (reduce-scatter) at 4 and
+    /// ring between 16 and 64 KiB (allreduce and reduce-scatter) at 4 and
     /// more ranks; reduce-scatter + gather beats the binomial reduce from
     /// 256 KiB; Bruck's allgather the ring up to 256 KiB blocks; the
     /// binomial bcast and the all-at-once alltoall won at every size
@@ -108,7 +108,7 @@ impl Default for CollTuned {
         CollTuned {
             bcast: c(2 << 20),
             reduce: c(256 << 10),
-            allreduce: c(16 << 10),
+            allreduce: c(32 << 10),
             allgather: c(256 << 10),
             alltoall: c(2 << 20),
             reduce_scatter: c(32 << 10),
