@@ -72,6 +72,8 @@ pub struct Impl {
     kind: Kind,
     launcher: PathBuf,
     program: Vec<String>,
+    /// Its `mpicc` (none for the Rust suite).
+    pub mpicc: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -193,7 +195,8 @@ fn venv(dir: &Path, package: &str) -> Result<PathBuf, String> {
     Ok(bin)
 }
 
-fn compile(mpicc: &Path, src: &Path, exe: &Path) -> Result<(), String> {
+/// Compiles `src` with `mpicc` into `exe` (the log beside it).
+pub fn compile(mpicc: &Path, src: &Path, exe: &Path) -> Result<(), String> {
     std::fs::create_dir_all(exe.parent().unwrap_or(Path::new(".")))
         .map_err(|e| format!("{}: {e}", exe.display()))?;
     let log = exe.with_extension("log");
@@ -204,7 +207,11 @@ fn compile(mpicc: &Path, src: &Path, exe: &Path) -> Result<(), String> {
             .arg(src)
             .arg("-lpthread"),
         &log,
-        &format!("{} oxbench.c", mpicc.display()),
+        &format!(
+            "{} {}",
+            mpicc.display(),
+            src.file_name().unwrap_or_default().to_string_lossy()
+        ),
     )
 }
 
@@ -263,16 +270,19 @@ pub fn prepare(cfg: &Config) -> Result<(Vec<Impl>, Missing), String> {
                         .to_string(),
                     "rank".into(),
                 ],
+                mpicc: None,
             }),
             "oxmpi-c" => {
                 let exe = bench.join("build/oxmpi-c/oxbench");
-                compile(&cfg.root.join("target/oxmpi/bin/mpicc"), &src, &exe)?;
+                let mpicc = cfg.root.join("target/oxmpi/bin/mpicc");
+                compile(&mpicc, &src, &exe)?;
                 Ok(Impl {
                     key: key.clone(),
                     about: "oxmpi, the C suite built with oxmpi's mpicc (libmpi_abi.so.1)".into(),
                     kind: Kind::Oxmpi,
                     launcher: oxmpirun.clone(),
                     program: vec![exe.display().to_string()],
+                    mpicc: Some(mpicc),
                 })
             }
             "ompi5" | "mpich5" => {
@@ -290,6 +300,7 @@ pub fn prepare(cfg: &Config) -> Result<(Vec<Impl>, Missing), String> {
                     kind,
                     launcher: bin.join(run),
                     program: vec![exe.display().to_string()],
+                    mpicc: Some(bin.join("mpicc")),
                 })
             }
             "ompi4" | "mpich4" => {
@@ -318,6 +329,7 @@ pub fn prepare(cfg: &Config) -> Result<(Vec<Impl>, Missing), String> {
                     kind,
                     launcher: PathBuf::from(run),
                     program: vec![exe.display().to_string()],
+                    mpicc: Some(PathBuf::from(cc)),
                 })
             }
             other => Err(format!("unknown implementation {other:?}")),
@@ -335,17 +347,27 @@ pub fn prepare(cfg: &Config) -> Result<(Vec<Impl>, Missing), String> {
 
 /// The command line of one run.
 pub fn command(imp: &Impl, plan: &Plan, transport: &str, quick: bool) -> Command {
+    let mut c = launch(imp, plan.ranks, plan.pinned, transport);
+    c.args(&imp.program).arg(&plan.test);
+    let sizes: Vec<String> = plan.sizes.iter().map(|s| s.to_string()).collect();
+    c.arg("-s").arg(sizes.join(","));
+    if quick {
+        c.arg("-q");
+    }
+    c.args(&plan.extra);
+    c
+}
+
+/// The launcher of `imp` starting `ranks` ranks (pinned one per core, or
+/// free to share the cores) over `transport`; the program and its
+/// arguments come next.
+pub fn launch(imp: &Impl, ranks: usize, pinned: bool, transport: &str) -> Command {
     let mut c = Command::new(&imp.launcher);
-    let n = plan.ranks.to_string();
+    let n = ranks.to_string();
     let tcp = transport == "tcp";
     match imp.kind {
         Kind::Oxmpi => {
-            c.args([
-                "-n",
-                &n,
-                "--bind-to",
-                if plan.pinned { "core" } else { "none" },
-            ]);
+            c.args(["-n", &n, "--bind-to", if pinned { "core" } else { "none" }]);
             if tcp {
                 c.args([
                     "--mca",
@@ -361,7 +383,7 @@ pub fn command(imp: &Impl, plan: &Plan, transport: &str, quick: bool) -> Command
             c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
                 .args(["-np", &n]);
-            if plan.pinned {
+            if pinned {
                 c.args(["--bind-to", "core", "--map-by", "core"]);
             } else if imp.key == "ompi4" {
                 c.args(["--oversubscribe", "--bind-to", "none"]);
@@ -384,7 +406,7 @@ pub fn command(imp: &Impl, plan: &Plan, transport: &str, quick: bool) -> Command
         }
         Kind::Mpich => {
             c.args(["-n", &n]);
-            c.args(["-bind-to", if plan.pinned { "core" } else { "none" }]);
+            c.args(["-bind-to", if pinned { "core" } else { "none" }]);
             if tcp && imp.key == "mpich4" {
                 // Debian's MPICH 4 is built with the UCX netmod only.
                 c.env("MPIR_CVAR_NOLOCAL", "1")
@@ -398,19 +420,24 @@ pub fn command(imp: &Impl, plan: &Plan, transport: &str, quick: bool) -> Command
             }
         }
     }
-    c.args(&imp.program).arg(&plan.test);
-    let sizes: Vec<String> = plan.sizes.iter().map(|s| s.to_string()).collect();
-    c.arg("-s").arg(sizes.join(","));
-    if quick {
-        c.arg("-q");
-    }
-    c.args(&plan.extra);
     c
 }
 
 /// Runs one command with a time limit; returns the `(size, value, unit)`
 /// lines it printed, or why it failed.
-pub fn run_one(mut cmd: Command, timeout: u64) -> Result<Vec<(usize, f64, String)>, String> {
+pub fn run_one(cmd: Command, timeout: u64) -> Result<Vec<(usize, f64, String)>, String> {
+    Ok(run_lines(cmd, timeout)?
+        .into_iter()
+        .map(|(_, size, v, unit)| (size, v, unit))
+        .collect())
+}
+
+/// Runs one command with a time limit; returns the `(test, size, value,
+/// unit)` lines it printed (at least one), or why it failed.
+pub fn run_lines(
+    mut cmd: Command,
+    timeout: u64,
+) -> Result<Vec<(String, usize, f64, String)>, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -466,7 +493,7 @@ pub fn run_one(mut cmd: Command, timeout: u64) -> Result<Vec<(usize, f64, String
         let f: Vec<&str> = l.trim().split(',').collect();
         if f.len() == 4 {
             if let (Ok(size), Ok(v)) = (f[1].parse(), f[2].parse()) {
-                got.push((size, v, f[3].to_string()));
+                got.push((f[0].to_string(), size, v, f[3].to_string()));
             }
         }
     }
@@ -602,6 +629,37 @@ pub fn compare(cfg: &Config) -> Result<Outcome, String> {
         }
     }
     bar.finish_with_message("done");
+    if cfg.smoke {
+        // The collective tests too: 2 ranks, 8 bytes, allreduce and
+        // iallreduce on the C suites (a few seconds).
+        let c_impls: Vec<Impl> = impls
+            .iter()
+            .filter(|i| i.mpicc.is_some())
+            .cloned()
+            .collect();
+        let keys = c_impls.iter().map(|i| i.key.clone()).collect();
+        let ccfg = crate::coll::Config::smoke(cfg.root.clone(), cfg.out.clone(), keys, cfg.timeout);
+        match crate::coll::run_prepared(&ccfg, c_impls, Vec::new()) {
+            Ok(o) => {
+                for (imp, ranks, rep, why) in o.failures {
+                    failures.push(Failure {
+                        imp,
+                        transport: "shm".into(),
+                        test: format!("coll at {ranks} ranks"),
+                        rep,
+                        why,
+                    });
+                }
+            }
+            Err(why) => failures.push(Failure {
+                imp: "all".into(),
+                transport: "shm".into(),
+                test: "coll".into(),
+                rep: 1,
+                why,
+            }),
+        }
+    }
     let outcome = Outcome {
         impls,
         missing,

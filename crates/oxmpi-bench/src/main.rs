@@ -6,11 +6,14 @@
 //! - `oxmpi-bench rank TEST ...`: the Rust suite itself, as an MPI program
 //!   (`oxmpirun -n 2 oxmpi-bench rank latency -s 8,4096`).
 //! - `oxmpi-bench limits`: the machine's physical limits alone.
+//! - `oxmpi-bench coll`: the collective latency tests (OSU's method, at
+//!   2, 4 and 8 ranks) side by side (see [`coll`]); `target/bench/coll/`.
 //!
 //! The tests and their method are in `SUITE.md`; the C suite in
 //! `c/oxbench.c` implements the same ones.
 #![forbid(unsafe_code)]
 
+mod coll;
 mod compare;
 mod limits;
 mod paired;
@@ -111,6 +114,41 @@ enum Cmd {
         /// Threads per rank (mt_latency).
         #[arg(short, long, default_value_t = 2)]
         threads: usize,
+    },
+    /// The collective latency tests (barrier ... reduce_scatter_block and
+    /// their non-blocking forms with overlap) on every C implementation,
+    /// interleaved, at each rank count; writes coll.md and coll.csv.
+    Coll {
+        /// Shorter timed loops.
+        #[arg(long)]
+        quick: bool,
+        /// Repetitions of every run.
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        /// Implementations (C suites): oxmpi-c, ompi5, mpich5, ompi4, mpich4.
+        #[arg(long, value_delimiter = ',', default_value = "oxmpi-c,ompi5,mpich5")]
+        impls: Vec<String>,
+        /// Rank counts.
+        #[arg(long, value_delimiter = ',', default_value = "2,4,8")]
+        ranks: Vec<usize>,
+        /// Sizes in bytes.
+        #[arg(short, long, default_value = "8,4096,65536,1048576")]
+        sizes: String,
+        /// Tests (default: all fourteen).
+        #[arg(long, value_delimiter = ',')]
+        tests: Vec<String>,
+        /// `NAME=VALUE`: an MCA parameter for oxmpi's runs only (repeatable).
+        #[arg(long = "ox-mca")]
+        ox_mca: Vec<String>,
+        /// Report directory (default ROOT/target/bench/coll).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The oxmpi checkout (default: the one this binary was built from).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Seconds before one run is killed and recorded as failed.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
     },
     /// Measure the machine's physical limits only.
     Limits {
@@ -269,6 +307,66 @@ fn main() {
             }
         }
         Cmd::LimitsPeer { size } => limits::cma_peer(size),
+        Cmd::Coll {
+            quick,
+            reps,
+            impls,
+            ranks,
+            sizes,
+            tests,
+            ox_mca,
+            out,
+            root,
+            timeout,
+        } => {
+            let fail = |e: String| -> ! {
+                eprintln!("oxmpi-bench: {e}");
+                std::process::exit(2)
+            };
+            let sizes = parse_sizes(&sizes).unwrap_or_else(|e| fail(e));
+            let ox_mca = ox_mca
+                .iter()
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) => (k.to_string(), v.to_string()),
+                    None => fail(format!("--ox-mca takes NAME=VALUE, got {kv:?}")),
+                })
+                .collect();
+            let root = root.unwrap_or_else(default_root);
+            let cfg = coll::Config {
+                quick,
+                reps: reps.max(1),
+                impls,
+                ranks,
+                sizes,
+                tests: if tests.is_empty() {
+                    coll::TESTS.iter().map(|t| t.to_string()).collect()
+                } else {
+                    tests
+                },
+                ox_mca,
+                out: out.unwrap_or_else(|| root.join("target/bench/coll")),
+                root,
+                timeout,
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+            };
+            match coll::run(&cfg) {
+                Ok(o) => {
+                    println!(
+                        "{}",
+                        std::fs::read_to_string(cfg.out.join("coll.md")).unwrap_or_default()
+                    );
+                    eprintln!(
+                        "oxmpi-bench: report in {} ({} failed runs)",
+                        cfg.out.display(),
+                        o.failures.len()
+                    );
+                    if !o.failures.is_empty() || !o.missing.is_empty() {
+                        std::process::exit(1);
+                    }
+                }
+                Err(e) => fail(e),
+            }
+        }
         Cmd::Compare {
             quick,
             smoke,

@@ -1,15 +1,19 @@
-//! Collectives built on point-to-point (over each communicator's shadow
-//! duplicate, so they never match the program's messages): linear
-//! algorithms, correct for every predefined type and operation.
+//! The blocking collectives: gather and scatter linear, built on
+//! point-to-point here (over each communicator's shadow duplicate, so they
+//! never match the program's messages); barrier the Rust API's
+//! dissemination; bcast, reduce, allreduce, allgather and alltoall run the
+//! schedule of their non-blocking form ([`crate::nbc`]), whose algorithm
+//! is chosen by message size and rank count (`coll_tuned_*`).
 
 use std::ffi::{c_int, c_void};
 
-use oxmpi::traits::*;
 use oxmpi::{Error, ErrorClass, RawBuffer, SendMode, UserDatatype};
 
 use crate::entry;
+use crate::nbc;
 use crate::ops::{apply, kernel, Kernel};
 use crate::p2p::count64;
+use crate::sched;
 use crate::state::{state, CommObj};
 
 mod inter;
@@ -66,6 +70,12 @@ impl Reduction {
     /// The reduction of datatype handle `dt` by operation handle `op`.
     pub(crate) fn new(dt: usize, op: usize) -> Result<Reduction, Error> {
         kernel(dt, op).map(Reduction)
+    }
+
+    /// Whether the operation is commutative (the algorithms that combine
+    /// out of rank order need it).
+    pub(crate) fn commutative(&self) -> bool {
+        self.0.commutative()
     }
 
     /// `inout = x op inout` over `n` elements (memory images).
@@ -183,129 +193,6 @@ fn dt_opt(h: usize, used: bool) -> Result<Option<UserDatatype>, Error> {
     state()?.datatype(h).map(Some)
 }
 
-/// The memory image of `n` elements of `dt`: its length, and the offset of
-/// the origin in it (data may lie before the origin).
-fn image(dt: &UserDatatype, n: usize) -> Result<(usize, isize), Error> {
-    let conv = oxmpi_datatype::Convertor::new(dt.as_raw(), n)?;
-    Ok(match conv.span() {
-        Some(sp) => ((sp.end - sp.start) as usize, -sp.start),
-        None => (0, 0),
-    })
-}
-
-/// A raw buffer over an image buffer.
-fn image_buf(v: &mut [u8], origin: isize, n: usize, dt: &UserDatatype) -> Result<RawBuffer, Error> {
-    let p = (v.as_mut_ptr() as usize).wrapping_add_signed(origin) as *const u8;
-    // SAFETY: the image holds the span of `n` elements around `origin`,
-    // and outlives the operations (they complete before it is dropped).
-    unsafe { RawBuffer::new(p, n, dt) }
-}
-
-/// Copies `n` elements of `dt` from the caller's `src` into an image.
-fn to_image(
-    c: &CommObj,
-    src: *const c_void,
-    n: usize,
-    dt: &UserDatatype,
-) -> Result<(Vec<u8>, isize), Error> {
-    let (len, origin) = image(dt, n)?;
-    let mut v = vec![0u8; len];
-    // SAFETY: the caller's buffer holds `n` elements of `dt`.
-    let s = unsafe { RawBuffer::new(src.cast(), n, dt) }?;
-    let d = image_buf(&mut v, origin, n, dt)?;
-    local_copy(c, s, d)?;
-    Ok((v, origin))
-}
-
-/// Linear reduction in rank order to `root`; the result written to `rbuf`
-/// there (only the bytes the datatype describes).
-///
-/// # Safety
-/// The caller's buffers as `MPI_Reduce` requires.
-#[allow(clippy::too_many_arguments)] // the arguments of MPI_Reduce
-unsafe fn reduce(
-    c: &CommObj,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    n: usize,
-    dt: usize,
-    op: usize,
-    root: c_int,
-) -> Result<(), Error> {
-    check_root(c, root)?;
-    let k = kernel(dt, op)?;
-    let t = state()?.datatype(dt)?;
-    let me = c.coll.rank();
-    let src = if sbuf == IN_PLACE && me == root {
-        rbuf.cast_const()
-    } else {
-        sbuf
-    };
-    let (mut mine, origin) = to_image(c, src, n, &t)?;
-    if me != root {
-        let b = image_buf(&mut mine, origin, n, &t)?;
-        return wait_all(vec![b.send_to(
-            &c.coll.process_at_rank(root),
-            TAG,
-            SendMode::Standard,
-        )?]);
-    }
-    let mut parts = Vec::new();
-    for r in 0..c.coll.size() {
-        if r == me {
-            parts.push(std::mem::take(&mut mine));
-            continue;
-        }
-        let mut v = vec![0u8; image(&t, n)?.0];
-        let b = image_buf(&mut v, origin, n, &t)?;
-        wait_all(vec![b.receive_from(&c.coll.process_at_rank(r), TAG)?])?;
-        parts.push(v);
-    }
-    // ((x0 op x1) op x2) ...: the user function computes inout = in op inout.
-    let mut it = parts.into_iter();
-    let mut acc = it.next().unwrap_or_default();
-    for mut x in it {
-        if matches!(k, Kernel::User(..)) {
-            apply(&k, &mut acc, &mut x, n)?;
-            acc = x;
-        } else {
-            apply(&k, &mut x, &mut acc, n)?;
-        }
-    }
-    let s = image_buf(&mut acc, origin, n, &t)?;
-    // SAFETY: the root's receive buffer holds `n` elements of `dt`.
-    let d = unsafe { RawBuffer::new(rbuf.cast_const().cast(), n, &t) }?;
-    local_copy(c, s, d)
-}
-
-/// Linear broadcast of `n` elements of `dt` at `buf` from `root`.
-///
-/// # Safety
-/// The caller's buffer as `MPI_Bcast` requires.
-unsafe fn bcast(
-    c: &CommObj,
-    buf: *mut c_void,
-    n: usize,
-    dt: usize,
-    root: c_int,
-) -> Result<(), Error> {
-    check_root(c, root)?;
-    let t = state()?.datatype(dt)?;
-    // SAFETY: the caller's buffer holds `n` elements of `dt`.
-    let mut b = unsafe { RawBuffer::new(buf.cast_const().cast(), n, &t) }?;
-    if c.coll.rank() == root {
-        for r in (0..c.coll.size()).filter(|&r| r != root) {
-            c.coll.process_at_rank(r).send_with_tag(&b, TAG)?;
-        }
-        Ok(())
-    } else {
-        c.coll
-            .process_at_rank(root)
-            .receive_into_with_tag(&mut b, TAG)
-            .map(|_| ())
-    }
-}
-
 /// Collective arguments with large counts.
 struct Args {
     sbuf: *const c_void,
@@ -352,203 +239,47 @@ unsafe fn scatter_entry(a: Args, root: c_int, comm: usize) -> Result<(), Error> 
     unsafe { scatter(&c, a.sbuf, sn, st.as_ref(), a.rbuf, rn, rt.as_ref(), root) }
 }
 
-/// `MPI_Allgather` with large counts: gather to rank 0, then broadcast.
-///
-/// # Safety
-/// As for `MPI_Allgather`.
-unsafe fn allgather_entry(a: Args, comm: usize) -> Result<(), Error> {
-    if let Some(c) = inter::of(comm)? {
-        return inter::allgather(c, a);
-    }
-    let c = state()?.intra_comm(comm)?;
-    let me = c.coll.rank();
-    let rt = state()?.datatype(a.rdt)?;
-    let rn = count64(a.rn)?;
-    let (sbuf, sn, st) = if a.sbuf == IN_PLACE {
-        // This rank's block is in the receive buffer already.
-        let p = (a.rbuf as usize).wrapping_add_signed((me as usize * rn) as isize * rt.extent());
-        (
-            if me == 0 {
-                IN_PLACE
-            } else {
-                p as *const c_void
-            },
-            rn,
-            rt.clone(),
-        )
-    } else {
-        (a.sbuf, count64(a.sn)?, state()?.datatype(a.sdt)?)
-    };
-    // SAFETY: forwarded.
-    unsafe { gather(&c, sbuf, sn, Some(&st), a.rbuf, rn, Some(&rt), 0) }?;
-    let whole = c.coll.size() as usize * rn;
-    // SAFETY: forwarded: the whole receive buffer.
-    unsafe { bcast(&c, a.rbuf, whole, a.rdt, 0) }
-}
-
-/// `MPI_Alltoall` with large counts: every block posted at once.
-///
-/// # Safety
-/// As for `MPI_Alltoall`.
-unsafe fn alltoall_entry(a: Args, comm: usize) -> Result<(), Error> {
-    if let Some(c) = inter::of(comm)? {
-        return inter::alltoall(c, a);
-    }
-    let c = state()?.intra_comm(comm)?;
-    let (me, n) = (c.coll.rank(), c.coll.size());
-    let rt = state()?.datatype(a.rdt)?;
-    let rn = count64(a.rn)?;
-    let bytes = UserDatatype::of::<u8>();
-    // In place: send from a packed copy of the receive buffer.
-    let mut copy = Vec::new();
-    let (sbuf, sn, st) = if a.sbuf == IN_PLACE {
-        // SAFETY: the caller's receive buffer.
-        let b = unsafe { RawBuffer::new(a.rbuf.cast_const().cast(), n as usize * rn, &rt) }?;
-        copy = vec![0u8; b.packed_len()];
-        let len = copy.len();
-        // SAFETY: `copy` outlives the transfers.
-        let d = unsafe { RawBuffer::new(copy.as_mut_ptr(), len, &bytes) }?;
-        local_copy(&c, b, d)?;
-        (
-            copy.as_ptr().cast::<c_void>(),
-            rn * rt.size(),
-            bytes.clone(),
-        )
-    } else {
-        (a.sbuf, count64(a.sn)?, state()?.datatype(a.sdt)?)
-    };
-    let mut reqs = Vec::new();
-    for r in 0..n {
-        // SAFETY: block `r` of the receive buffer.
-        let b = unsafe { block(a.rbuf, r as usize, rn, &rt) }?;
-        reqs.push(b.receive_from(&c.coll.process_at_rank(r), TAG + 2)?);
-    }
-    for k in 0..n {
-        let r = (me + k) % n;
-        // SAFETY: block `r` of the send buffer.
-        let b = unsafe { block(sbuf, r as usize, sn, &st) }?;
-        reqs.push(b.send_to(&c.coll.process_at_rank(r), TAG + 2, SendMode::Standard)?);
-    }
-    let r = wait_all(reqs);
-    drop(copy);
-    r
-}
-
-/// `MPI_Allreduce` with a large count: reduce to rank 0, then broadcast.
-///
-/// # Safety
-/// As for `MPI_Allreduce`.
-unsafe fn allreduce_entry(
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    n: i64,
-    dt: usize,
-    op: usize,
-    comm: usize,
-) -> Result<(), Error> {
-    if let Some(c) = inter::of(comm)? {
-        return inter::allreduce(c, sbuf, rbuf, n, dt, op);
-    }
-    let c = state()?.intra_comm(comm)?;
-    let n = count64(n)?;
-    let src = if sbuf == IN_PLACE && c.coll.rank() != 0 {
-        rbuf.cast_const()
-    } else {
-        sbuf
-    };
-    // SAFETY: forwarded.
-    unsafe {
-        reduce(&c, src, rbuf, n, dt, op, 0)?;
-        bcast(&c, rbuf, n, dt, 0)
-    }
-}
-
-/// `MPI_Reduce` with a large count.
-///
-/// # Safety
-/// As for `MPI_Reduce`.
-unsafe fn reduce_entry(
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    n: i64,
-    dt: usize,
-    op: usize,
-    root: c_int,
-    comm: usize,
-) -> Result<(), Error> {
-    if let Some(c) = inter::of(comm)? {
-        return inter::reduce(c, sbuf, rbuf, n, dt, op, root);
-    }
-    let c = state()?.intra_comm(comm)?;
-    // SAFETY: forwarded.
-    unsafe { reduce(&c, sbuf, rbuf, count64(n)?, dt, op, root) }
-}
-
-/// `MPI_Bcast` with a large count.
-///
-/// # Safety
-/// As for `MPI_Bcast`.
-unsafe fn bcast_entry(
-    buf: *mut c_void,
-    n: i64,
-    dt: usize,
-    root: c_int,
-    comm: usize,
-) -> Result<(), Error> {
-    if let Some(c) = inter::of(comm)? {
-        return inter::bcast(c, buf, n, dt, root);
-    }
-    let c = state()?.intra_comm(comm)?;
-    // SAFETY: forwarded.
-    unsafe { bcast(&c, buf, count64(n)?, dt, root) }
-}
-
 entry! {
     /// `MPI_Barrier`.
     fn MPI_Barrier / PMPI_Barrier(comm: usize) comm = Some(comm); {
         state()?.comm(comm)?.comm.barrier()
     }
 
-    /// `MPI_Bcast` (linear from the root).
+    /// `MPI_Bcast`.
     fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, n: c_int, dt: usize, root: c_int, comm: usize) comm = Some(comm); {
-        // SAFETY: the caller's buffer.
-        unsafe { bcast_entry(buf, n.into(), dt, root, comm) }
+        sched::run(nbc::b_bcast(buf, n.into(), dt, root, comm)?)
     }
     /// `MPI_Bcast_c`.
     fn MPI_Bcast_c / PMPI_Bcast_c(buf: *mut c_void, n: i64, dt: usize, root: c_int, comm: usize) comm = Some(comm); {
-        // SAFETY: the caller's buffer.
-        unsafe { bcast_entry(buf, n, dt, root, comm) }
+        sched::run(nbc::b_bcast(buf, n, dt, root, comm)?)
     }
 
     /// `MPI_Reduce`: predefined operations on predefined types, and
-    /// `MPI_Op_create` operations on any datatype, in rank order.
+    /// `MPI_Op_create` operations on any datatype (non-commutative ones
+    /// in rank order).
     fn MPI_Reduce / PMPI_Reduce(
         sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: usize, op: usize, root: c_int, comm: usize,
     ) comm = Some(comm); {
-        // SAFETY: the caller's buffers.
-        unsafe { reduce_entry(sbuf, rbuf, n.into(), dt, op, root, comm) }
+        sched::run(nbc::b_reduce(sbuf, rbuf, n.into(), dt, op, root, comm)?)
     }
     /// `MPI_Reduce_c`.
     fn MPI_Reduce_c / PMPI_Reduce_c(
         sbuf: *const c_void, rbuf: *mut c_void, n: i64, dt: usize, op: usize, root: c_int, comm: usize,
     ) comm = Some(comm); {
-        // SAFETY: the caller's buffers.
-        unsafe { reduce_entry(sbuf, rbuf, n, dt, op, root, comm) }
+        sched::run(nbc::b_reduce(sbuf, rbuf, n, dt, op, root, comm)?)
     }
 
     /// `MPI_Allreduce`.
     fn MPI_Allreduce / PMPI_Allreduce(
         sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: usize, op: usize, comm: usize,
     ) comm = Some(comm); {
-        // SAFETY: the caller's buffers.
-        unsafe { allreduce_entry(sbuf, rbuf, n.into(), dt, op, comm) }
+        sched::run(nbc::b_allreduce(sbuf, rbuf, n.into(), dt, op, comm)?)
     }
     /// `MPI_Allreduce_c`.
     fn MPI_Allreduce_c / PMPI_Allreduce_c(
         sbuf: *const c_void, rbuf: *mut c_void, n: i64, dt: usize, op: usize, comm: usize,
     ) comm = Some(comm); {
-        // SAFETY: the caller's buffers.
-        unsafe { allreduce_entry(sbuf, rbuf, n, dt, op, comm) }
+        sched::run(nbc::b_allreduce(sbuf, rbuf, n, dt, op, comm)?)
     }
 
     /// `MPI_Gather`.
@@ -585,29 +316,25 @@ entry! {
     fn MPI_Allgather / PMPI_Allgather(
         sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, comm: usize,
     ) comm = Some(comm); {
-        // SAFETY: the caller's buffers.
-        unsafe { allgather_entry(Args { sbuf, sn: sn.into(), sdt, rbuf, rn: rn.into(), rdt }, comm) }
+        sched::run(nbc::b_allgather(sbuf, sn.into(), sdt, rbuf, rn.into(), rdt, comm)?)
     }
     /// `MPI_Allgather_c`.
     fn MPI_Allgather_c / PMPI_Allgather_c(
         sbuf: *const c_void, sn: i64, sdt: usize, rbuf: *mut c_void, rn: i64, rdt: usize, comm: usize,
     ) comm = Some(comm); {
-        // SAFETY: the caller's buffers.
-        unsafe { allgather_entry(Args { sbuf, sn, sdt, rbuf, rn, rdt }, comm) }
+        sched::run(nbc::b_allgather(sbuf, sn, sdt, rbuf, rn, rdt, comm)?)
     }
 
     /// `MPI_Alltoall`.
     fn MPI_Alltoall / PMPI_Alltoall(
         sbuf: *const c_void, sn: c_int, sdt: usize, rbuf: *mut c_void, rn: c_int, rdt: usize, comm: usize,
     ) comm = Some(comm); {
-        // SAFETY: the caller's buffers.
-        unsafe { alltoall_entry(Args { sbuf, sn: sn.into(), sdt, rbuf, rn: rn.into(), rdt }, comm) }
+        sched::run(nbc::b_alltoall(sbuf, sn.into(), sdt, rbuf, rn.into(), rdt, comm)?)
     }
     /// `MPI_Alltoall_c`.
     fn MPI_Alltoall_c / PMPI_Alltoall_c(
         sbuf: *const c_void, sn: i64, sdt: usize, rbuf: *mut c_void, rn: i64, rdt: usize, comm: usize,
     ) comm = Some(comm); {
-        // SAFETY: the caller's buffers.
-        unsafe { alltoall_entry(Args { sbuf, sn, sdt, rbuf, rn, rdt }, comm) }
+        sched::run(nbc::b_alltoall(sbuf, sn, sdt, rbuf, rn, rdt, comm)?)
     }
 }

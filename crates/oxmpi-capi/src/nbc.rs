@@ -4,12 +4,12 @@
 //! blocking v, w, reduce-scatter and scan forms (a schedule started and
 //! waited for), each with its `_c` form.
 //!
-//! Algorithms: dissemination barrier; binomial-tree broadcast; binomial
-//! reduction to rank 0 in rank order (so non-commutative operations
-//! combine `x0 op x1 op ...`), then to the root, and for allreduce and
-//! reduce-scatter followed by a broadcast or a scatter; linear gather and
-//! scatter (v); ring allgather (v); pairwise-exchange alltoall (v, w); a
-//! chain for scan and exscan.
+//! Algorithms: dissemination barrier; broadcast, reduce, allreduce,
+//! allgather, alltoall and reduce-scatter chosen by message size and rank
+//! count ([`tuned`], the `coll_tuned_*` parameters); linear gather and
+//! scatter (v); ring allgatherv; pairwise-exchange alltoallv and w; a
+//! chain for scan and exscan. The blocking bcast ... alltoall
+//! (`crate::coll`) run these same schedules.
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use crate::sched::{self, CollReq, Loc, Sched};
 use crate::state::{null_arg, state, ReqObj};
 
 pub(crate) mod inter;
+mod tuned;
 
 /// `MPI_IN_PLACE`.
 pub(crate) const IN_PLACE: *const c_void = 1 as *const c_void;
@@ -207,38 +208,13 @@ fn bcast(s: &mut Sched, b: &Blk, root: i32) {
 
 /// Binomial reduction of `n` elements of `dt` at `src` to rank 0, in rank
 /// order; where the result is on rank 0.
-fn reduce_to0(s: &mut Sched, src: Loc, n: usize, dt: &UserDatatype) -> Result<Loc, Error> {
-    let (me, p) = s.rank_size();
-    let mut acc = src;
-    let mut bufs: Vec<Loc> = Vec::new();
-    let mut cur: Option<usize> = None;
-    let mut mask = 1;
-    while mask < p {
-        if me & mask != 0 {
-            s.send(me - mask, acc, n, dt);
-            s.next();
-            break;
-        }
-        if me + mask < p {
-            let next = match cur {
-                Some(i) => 1 - i,
-                None => 0,
-            };
-            if bufs.len() <= next {
-                let t = s.tmp(dt, n)?;
-                bufs.push(t);
-            }
-            let t = bufs[next];
-            s.recv(me + mask, t, n, dt);
-            // t = acc (ranks below) op t (ranks above).
-            s.reduce(acc, t, n, dt)?;
-            s.next();
-            acc = t;
-            cur = Some(next);
-        }
-        mask <<= 1;
-    }
-    Ok(acc)
+pub(crate) fn reduce_to0(
+    s: &mut Sched,
+    src: Loc,
+    n: usize,
+    dt: &UserDatatype,
+) -> Result<Loc, Error> {
+    tuned::reduce_tree(s, src, n, dt, 0)
 }
 
 fn same(a: Loc, b: Loc) -> bool {
@@ -264,20 +240,33 @@ fn b_barrier(comm: usize) -> Result<Sched, Error> {
     Ok(s)
 }
 
-fn b_bcast(buf: *mut c_void, n: i64, dt: usize, root: c_int, comm: usize) -> Result<Sched, Error> {
+pub(crate) fn b_bcast(
+    buf: *mut c_void,
+    n: i64,
+    dt: usize,
+    root: c_int,
+    comm: usize,
+) -> Result<Sched, Error> {
     if let Some(c) = inter::of(comm)? {
         return inter::bcast(c, buf, n, dt, root);
     }
     let mut s = new_sched(comm)?;
-    check_root(s.rank_size().1, root)?;
+    let p = s.rank_size().1;
+    check_root(p, root)?;
     let (n, t) = (count64(n)?, dtype(dt)?);
     check_buf(buf, n, &t)?;
-    bcast(&mut s, &blk(buf, 0, n, &t), root);
+    let b = blk(buf, 0, n, &t);
+    let sel = tuned::tuned()?;
+    if p > 2 && n >= p as usize && tuned::large(&sel.bcast, n * t.size(), "scatter_allgather") {
+        tuned::bcast_scatter_allgather(&mut s, &b, root);
+    } else {
+        bcast(&mut s, &b, root);
+    }
     Ok(s)
 }
 
 #[allow(clippy::too_many_arguments)] // MPI_Reduce's
-fn b_reduce(
+pub(crate) fn b_reduce(
     sbuf: *const c_void,
     rbuf: *mut c_void,
     n: i64,
@@ -293,6 +282,7 @@ fn b_reduce(
     let (me, p) = s.rank_size();
     check_root(p, root)?;
     let (n, t) = red_setup(&mut s, n, dt, op)?;
+    let commutative = s.commutative();
     let inplace = me == root && sbuf == IN_PLACE;
     let src = if inplace { rbuf.cast_const() } else { sbuf };
     check_buf(src, n, &t)?;
@@ -300,9 +290,17 @@ fn b_reduce(
         check_buf(rbuf, n, &t)?;
     }
     let (src, dst) = (Loc::user(src), Loc::user(rbuf));
-    let acc = reduce_to0(&mut s, src, n, &t)?;
-    if me == 0 {
-        if root == 0 {
+    let sel = tuned::tuned()?;
+    let big = tuned::large(&sel.reduce, n * t.size(), "reduce_scatter_gather");
+    if commutative && big && p > 1 && n >= p as usize {
+        tuned::reduce_rs_gather(&mut s, src, dst, n, &t, root)?;
+        return Ok(s);
+    }
+    // Non-commutative operations: to rank 0 in rank order, then the root.
+    let tree_root = if commutative { root } else { 0 };
+    let acc = tuned::reduce_tree(&mut s, src, n, &t, tree_root)?;
+    if me == tree_root {
+        if root == tree_root {
             if !same(acc, dst) {
                 s.copy(acc, n, &t, dst, n, &t);
             }
@@ -310,12 +308,12 @@ fn b_reduce(
             s.send(root, acc, n, &t);
         }
     } else if me == root {
-        s.recv(0, dst, n, &t);
+        s.recv(tree_root, dst, n, &t);
     }
     Ok(s)
 }
 
-fn b_allreduce(
+pub(crate) fn b_allreduce(
     sbuf: *const c_void,
     rbuf: *mut c_void,
     n: i64,
@@ -327,8 +325,9 @@ fn b_allreduce(
         return inter::allreduce(c, sbuf, rbuf, n, dt, op);
     }
     let mut s = new_sched(comm)?;
-    let me = s.rank_size().0;
+    let p = s.rank_size().1;
     let (n, t) = red_setup(&mut s, n, dt, op)?;
+    let commutative = s.commutative();
     let src = if sbuf == IN_PLACE {
         rbuf.cast_const()
     } else {
@@ -336,17 +335,18 @@ fn b_allreduce(
     };
     check_buf(src, n, &t)?;
     check_buf(rbuf, n, &t)?;
-    let dst = Loc::user(rbuf);
-    let acc = reduce_to0(&mut s, Loc::user(src), n, &t)?;
-    if me == 0 && !same(acc, dst) {
-        s.copy(acc, n, &t, dst, n, &t);
-        s.next();
+    let (src, dst) = (Loc::user(src), Loc::user(rbuf));
+    let sel = tuned::tuned()?;
+    if commutative && p > 2 && n >= p as usize && tuned::large(&sel.allreduce, n * t.size(), "ring")
+    {
+        tuned::allreduce_ring(&mut s, src, dst, n, &t)?;
+    } else {
+        tuned::allreduce_rd(&mut s, src, dst, n, &t, commutative)?;
     }
-    bcast(&mut s, &blk(rbuf, 0, n, &t), 0);
     Ok(s)
 }
 
-/// Reduce-scatter: reduce to rank 0, then scatter blocks of `rc`.
+/// Reduce-scatter into blocks of `rc` ([`tuned::reduce_scatter`]).
 fn b_reduce_scatter_counts(
     sbuf: *const c_void,
     rbuf: *mut c_void,
@@ -355,9 +355,10 @@ fn b_reduce_scatter_counts(
     op: usize,
     mut s: Sched,
 ) -> Result<Sched, Error> {
-    let (me, p) = s.rank_size();
+    let me = s.rank_size().0;
     let total: usize = rc.iter().sum();
     let (_, t) = red_setup(&mut s, total as i64, dt, op)?;
+    let commutative = s.commutative();
     let src = if sbuf == IN_PLACE {
         rbuf.cast_const()
     } else {
@@ -365,25 +366,11 @@ fn b_reduce_scatter_counts(
     };
     check_buf(src, total, &t)?;
     check_buf(rbuf, rc[me as usize], &t)?;
-    let acc = reduce_to0(&mut s, Loc::user(src), total, &t)?;
-    let dst = Loc::user(rbuf);
-    if me == 0 {
-        let mut off = 0usize;
-        for (r, &n) in rc.iter().enumerate() {
-            let at = acc.at(off as isize * t.extent());
-            if r == 0 {
-                if !same(at, dst) {
-                    s.copy(at, n, &t, dst, n, &t);
-                }
-            } else {
-                s.send(r as i32, at, n, &t);
-            }
-            off += n;
-        }
-    } else {
-        s.recv(0, dst, rc[me as usize], &t);
-    }
-    let _ = p;
+    let sel = tuned::tuned()?;
+    let p = s.rank_size().1;
+    let ring = p > 2 && tuned::large(&sel.reduce_scatter, total * t.size(), "ring");
+    let (src, dst) = (Loc::user(src), Loc::user(rbuf));
+    tuned::reduce_scatter(&mut s, src, dst, &rc, &t, commutative, ring)?;
     Ok(s)
 }
 
@@ -408,7 +395,7 @@ unsafe fn b_reduce_scatter<T: Cnt>(
     b_reduce_scatter_counts(sbuf, rbuf, rc, dt, op, s)
 }
 
-fn b_reduce_scatter_block(
+pub(crate) fn b_reduce_scatter_block(
     sbuf: *const c_void,
     rbuf: *mut c_void,
     n: i64,
@@ -550,7 +537,14 @@ fn allgatherv(s: &mut Sched, sblk: Option<Blk>, rblks: &[Blk]) {
 }
 
 /// Pairwise-exchange alltoall of `sblks` (`None`: in place) into `rblks`.
-fn alltoallw(s: &mut Sched, sblks: Option<Vec<Blk>>, rblks: &[Blk]) -> Result<(), Error> {
+/// Alltoall(v, w): every block at once, or (`pairwise`) one peer per
+/// round, the `k`-th round sending to `me + k` and receiving from `me - k`.
+fn alltoallw(
+    s: &mut Sched,
+    sblks: Option<Vec<Blk>>,
+    rblks: &[Blk],
+    pairwise: bool,
+) -> Result<(), Error> {
     let (me, p) = s.rank_size();
     let sblks = match sblks {
         Some(v) => {
@@ -579,7 +573,9 @@ fn alltoallw(s: &mut Sched, sblks: Option<Vec<Blk>>, rblks: &[Blk]) -> Result<()
         s.send(to, b.at, b.n, &b.dt);
         let b = &rblks[from as usize];
         s.recv(from, b.at, b.n, &b.dt);
-        s.next();
+        if pairwise {
+            s.next();
+        }
     }
     Ok(())
 }
@@ -749,7 +745,7 @@ unsafe fn b_scatterv<T: Cnt, D: Cnt>(
     Ok(s)
 }
 
-fn b_allgather(
+pub(crate) fn b_allgather(
     sbuf: *const c_void,
     sn: i64,
     sdt: usize,
@@ -770,6 +766,11 @@ fn b_allgather(
     };
     let (rn, rt) = (count64(rn)?, dtype(rdt)?);
     check_buf(rbuf, rn, &rt)?;
+    let sel = tuned::tuned()?;
+    if p > 2 && !tuned::large(&sel.allgather, rn * rt.size(), "ring") {
+        tuned::allgather_bruck(&mut s, sblk, Loc::user(rbuf), rn, &rt)?;
+        return Ok(s);
+    }
     let rblks: Vec<Blk> = (0..p as usize).map(|r| blk(rbuf, r, rn, &rt)).collect();
     allgatherv(&mut s, sblk, &rblks);
     Ok(s)
@@ -805,7 +806,7 @@ unsafe fn b_allgatherv<T: Cnt, D: Cnt>(
     Ok(s)
 }
 
-fn b_alltoall(
+pub(crate) fn b_alltoall(
     sbuf: *const c_void,
     sn: i64,
     sdt: usize,
@@ -825,7 +826,10 @@ fn b_alltoall(
     } else {
         Some(blocks(sbuf, sn, sdt, p)?)
     };
-    alltoallw(&mut s, sblks, &rblks)?;
+    let sel = tuned::tuned()?;
+    let bytes = rblks.first().map_or(0, |b| b.n * b.dt.size());
+    let pairwise = tuned::large(&sel.alltoall, bytes, "pairwise");
+    alltoallw(&mut s, sblks, &rblks, pairwise)?;
     Ok(s)
 }
 
@@ -859,7 +863,7 @@ unsafe fn b_alltoallv<T: Cnt, D: Cnt>(
         // SAFETY: per the caller.
         Some(unsafe { vblocks(sbuf, scounts, sdispls, sdt, p, ("sendcounts", "sdispls")) }?)
     };
-    alltoallw(&mut s, sblks, &rblks)?;
+    alltoallw(&mut s, sblks, &rblks, true)?;
     Ok(s)
 }
 
@@ -935,7 +939,7 @@ unsafe fn b_alltoallw<T: Cnt, D: Cnt>(
             wblks(sbuf, &sc, &sd, stypes, "sendtypes")?
         })
     };
-    alltoallw(&mut s, sblks, &rblks)?;
+    alltoallw(&mut s, sblks, &rblks, true)?;
     Ok(s)
 }
 

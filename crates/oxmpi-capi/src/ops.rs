@@ -440,6 +440,17 @@ pub(crate) enum Kernel {
     User(UserOp, usize, UserDatatype),
 }
 
+impl Kernel {
+    /// Whether the operation is commutative (every predefined one the
+    /// collectives accept is; a program's says so at `MPI_Op_create`).
+    pub(crate) fn commutative(&self) -> bool {
+        match self {
+            Kernel::User(u, ..) => u.commute,
+            _ => true,
+        }
+    }
+}
+
 /// A program's operation.
 #[derive(Clone, Copy)]
 pub struct UserOp {
@@ -584,6 +595,9 @@ pub(crate) fn apply(k: &Kernel, x: &mut [u8], inout: &mut [u8], n: usize) -> Res
         Kernel::Builtin(num, op) => {
             // Builtin kernels fold into the accumulator: acc op x. The
             // predefined operations are commutative, so inout = x op inout.
+            if fast(*num, *op, x, inout) {
+                return Ok(());
+            }
             let es = num.size().max(1);
             for at in (0..inout.len()).step_by(es) {
                 combine_one(*op, *num, inout, x, at);
@@ -605,6 +619,66 @@ pub(crate) fn apply(k: &Kernel, x: &mut [u8], inout: &mut [u8], n: usize) -> Res
             // around `origin`.
             unsafe { call_user(u, *dt, xp, ip, n) }
         }
+    }
+}
+
+/// The common predefined reductions (sum, product, min, max and the
+/// bitwise ones on 32- and 64-bit integers, sum, product, min and max on
+/// `float` and `double`) as one loop per type and operation, which the
+/// compiler vectorizes: `acc = acc op x` over whole images; `false` for
+/// the others (done element by element, [`combine_one`]). Same results as
+/// `combine_one`.
+fn fast(num: Num, op: Op, x: &[u8], acc: &mut [u8]) -> bool {
+    macro_rules! lanes {
+        ($t:ty, $f:expr) => {{
+            const N: usize = std::mem::size_of::<$t>();
+            let f = $f;
+            for (a, b) in acc.chunks_exact_mut(N).zip(x.chunks_exact(N)) {
+                let (p, q) = (<[u8; N]>::try_from(&*a), <[u8; N]>::try_from(b));
+                if let (Ok(p), Ok(q)) = (p, q) {
+                    let r: $t = f(<$t>::from_ne_bytes(p), <$t>::from_ne_bytes(q));
+                    a.copy_from_slice(&r.to_ne_bytes());
+                }
+            }
+            true
+        }};
+    }
+    macro_rules! int {
+        ($t:ty) => {
+            match op {
+                Op::Sum => lanes!($t, |a: $t, b: $t| a.wrapping_add(b)),
+                Op::Prod => lanes!($t, |a: $t, b: $t| a.wrapping_mul(b)),
+                Op::Min => lanes!($t, |a: $t, b: $t| a.min(b)),
+                Op::Max => lanes!($t, |a: $t, b: $t| a.max(b)),
+                Op::Band => lanes!($t, |a: $t, b: $t| a & b),
+                Op::Bor => lanes!($t, |a: $t, b: $t| a | b),
+                Op::Bxor => lanes!($t, |a: $t, b: $t| a ^ b),
+                _ => false,
+            }
+        };
+    }
+    macro_rules! float {
+        ($t:ty) => {
+            match op {
+                Op::Sum => lanes!($t, |a: $t, b: $t| a + b),
+                Op::Prod => lanes!($t, |a: $t, b: $t| a * b),
+                Op::Min => lanes!($t, |a: $t, b: $t| a.min(b)),
+                Op::Max => lanes!($t, |a: $t, b: $t| a.max(b)),
+                _ => false,
+            }
+        };
+    }
+    if x.len() != acc.len() {
+        return false;
+    }
+    match num {
+        Num::I(4) => int!(i32),
+        Num::I(8) => int!(i64),
+        Num::U(4) => int!(u32),
+        Num::U(8) => int!(u64),
+        Num::F32 => float!(f32),
+        Num::F64 => float!(f64),
+        _ => false,
     }
 }
 

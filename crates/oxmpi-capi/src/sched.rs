@@ -91,13 +91,17 @@ struct Xfer {
 }
 
 /// A local step: `inout = inb op inout` over `n` elements whose memory
-/// image is `len` bytes with the origin `origin` bytes in.
+/// image is `len` bytes with the origin `origin` bytes in; or (`copy`)
+/// the `len` dense bytes of `inb`'s image (its origin `origin` bytes in)
+/// copied over `inout`'s (its origin `to_origin` bytes in).
 struct Reduce {
     inb: Loc,
     inout: Loc,
     n: usize,
     len: usize,
     origin: isize,
+    to_origin: isize,
+    copy: bool,
 }
 
 #[derive(Default)]
@@ -205,6 +209,11 @@ impl Sched {
         self.red = Some(r);
     }
 
+    /// Whether the reduction set is commutative (none set: true).
+    pub(crate) fn commutative(&self) -> bool {
+        self.red.as_ref().map_or(true, Reduction::commutative)
+    }
+
     /// A temporary buffer for `n` elements of `dt` (its origin).
     pub fn tmp(&mut self, dt: &UserDatatype, n: usize) -> Result<Loc, Error> {
         let (len, origin) = image(dt, n)?;
@@ -255,7 +264,9 @@ impl Sched {
     }
 
     /// Copies `sn` of `st` at `src` to `rn` of `rt` at `dst` in the current
-    /// round (a send to oneself).
+    /// round: between two dense contiguous layouts a local step (after the
+    /// round's transfers, before its reductions added later), otherwise a
+    /// send to oneself (a transfer of the round).
     pub fn copy(
         &mut self,
         src: Loc,
@@ -265,6 +276,26 @@ impl Sched {
         rn: usize,
         rt: &UserDatatype,
     ) {
+        let bytes = sn * st.size();
+        if bytes == 0 && rn * rt.size() == 0 {
+            return;
+        }
+        if bytes == rn * rt.size() && st.is_contiguous() && rt.is_contiguous() {
+            if let (Ok((ls, os)), Ok((lr, or))) = (image(st, sn), image(rt, rn)) {
+                if ls == bytes && lr == bytes {
+                    self.round().local.push(Reduce {
+                        inb: src,
+                        inout: dst,
+                        n: sn,
+                        len: bytes,
+                        origin: os,
+                        to_origin: or,
+                        copy: true,
+                    });
+                    return;
+                }
+            }
+        }
         let (me, within) = (self.c.coll.rank(), self.within);
         self.within = true;
         self.recv(me, dst, rn, rt);
@@ -288,6 +319,8 @@ impl Sched {
             n,
             len,
             origin,
+            to_origin: origin,
+            copy: false,
         });
         Ok(())
     }
@@ -369,6 +402,20 @@ impl Sched {
                 continue;
             }
             let (a, b) = (self.ptr(s.inb), self.ptr(s.inout));
+            if s.copy {
+                // SAFETY: `len` dense bytes of data around each origin: the
+                // program's buffers as the collective's arguments describe
+                // them, or temporary buffers of the schedule (`copy`
+                // checked both layouts); `copy` allows overlap.
+                unsafe {
+                    std::ptr::copy(
+                        a.wrapping_offset(-s.origin),
+                        b.wrapping_offset(-s.to_origin),
+                        s.len,
+                    )
+                };
+                continue;
+            }
             let red = self
                 .red
                 .as_ref()
@@ -388,6 +435,25 @@ impl Sched {
         }
         self.rounds[self.at] = round;
         r
+    }
+
+    /// Records the outcome of a completed transfer (`due`: the bytes a
+    /// receive expects).
+    fn settle(&mut self, due: Option<usize>, st: &oxmpi::Status) {
+        match (st.error(), due) {
+            // A poisoned message where nothing was due.
+            (Some(ErrorClass::Truncate), Some(0)) => self.failed(poisoned()),
+            (Some(class), _) => self.failed(Error::new(
+                class,
+                format!(
+                    "a transfer of the collective failed: {}",
+                    st.error_reason()
+                        .unwrap_or_else(|| "no reason given".to_string())
+                ),
+            )),
+            (None, Some(due)) if st.bytes() != due => self.failed(poisoned()),
+            (None, _) => {}
+        }
     }
 
     /// Starts the schedule (its first round).
@@ -411,20 +477,7 @@ impl Sched {
                 }
                 let p = self.reqs.swap_remove(i);
                 let ((), st) = p.op.wait_status();
-                match (st.error(), p.due) {
-                    // A poisoned message where nothing was due.
-                    (Some(ErrorClass::Truncate), Some(0)) => self.failed(poisoned()),
-                    (Some(class), _) => self.failed(Error::new(
-                        class,
-                        format!(
-                            "a transfer of the collective failed: {}",
-                            st.error_reason()
-                                .unwrap_or_else(|| "no reason given".to_string())
-                        ),
-                    )),
-                    (None, Some(due)) if st.bytes() != due => self.failed(poisoned()),
-                    (None, _) => {}
-                }
+                self.settle(p.due, &st);
             }
             if !self.reqs.is_empty() {
                 return;
@@ -625,11 +678,27 @@ pub fn start_nb(s: Sched) -> Result<Arc<CollReq>, Error> {
     Ok(r)
 }
 
-/// Runs schedule `s` to completion (a blocking collective).
-pub fn run(s: Sched) -> Result<(), Error> {
-    let r = start_nb(s)?;
-    match r.complete(true) {
-        Some(Some(e)) => Err(e),
-        _ => Ok(()),
+/// Runs schedule `s` to completion in this thread (a blocking
+/// collective): each round's transfers posted, then waited for one by one
+/// as point-to-point waits do (acting on the launcher's failure notices;
+/// running schedules advance meanwhile through the progress hook), then
+/// its local steps. The schedule never becomes a request nor enters
+/// `ACTIVE`: that bookkeeping cost several times a short message's
+/// latency (docs/perf/log/collectives.md).
+pub fn run(mut s: Sched) -> Result<(), Error> {
+    s.at = 0;
+    s.err = None;
+    s.phase = Phase::Running;
+    while s.at < s.rounds.len() {
+        s.post();
+        for p in std::mem::take(&mut s.reqs) {
+            let ((), st) = p.op.wait_status();
+            s.settle(p.due, &st);
+        }
+        if let Err(e) = s.locals() {
+            s.failed(e);
+        }
+        s.at += 1;
     }
+    s.err.take().map_or(Ok(()), Err)
 }

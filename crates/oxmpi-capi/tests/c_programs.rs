@@ -55,6 +55,27 @@ fn compile(name: &str) -> PathBuf {
     exe
 }
 
+/// Compiles program `name` of the C suite (`tests/c`, with its `check.h`).
+fn compile_suite(name: &str) -> PathBuf {
+    let prefix = install();
+    let dir = std::env::temp_dir().join(format!("oxmpi-capi-suite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let out = Command::new(prefix.join("bin/mpicc"))
+        .args(["-std=c11", "-O2", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run mpicc");
+    assert!(
+        out.status.success(),
+        "mpicc {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
 fn run(exe: &Path, np: u32, btl: &str) -> (i32, String, String) {
     run_with(exe, &[], np, btl)
 }
@@ -342,7 +363,7 @@ fn c_test_suite() {
     programs.sort();
     assert!(programs.len() >= 10, "built only {programs:?}");
     // The programs that also run on one rank (their header comments say so).
-    const ONE_RANK: [&str; 16] = [
+    const ONE_RANK: [&str; 17] = [
         "coll_v",
         "nbc",
         "coll_persistent",
@@ -359,6 +380,7 @@ fn c_test_suite() {
         "unsupported",
         "reduce_ops",
         "buffers",
+        "coll_algos",
     ];
     let mut failures = Vec::new();
     for exe in &programs {
@@ -379,6 +401,70 @@ fn c_test_suite() {
         }
     }
     let _ = std::fs::remove_dir_all(&build);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every algorithm of the tuned collectives (`coll_tuned_*_algorithm`
+/// forced, all small-message ones, then all large-message ones) through
+/// the collective programs of the C suite, at 3, 5 and 8 ranks (odd, and
+/// not powers of two) over sm: `coll_algos` checks each against a serial
+/// reference, non-commutative operations in rank order included.
+#[test]
+fn c_collectives_with_every_algorithm() {
+    const SMALL: [(&str, &str); 6] = [
+        ("bcast", "binomial"),
+        ("reduce", "binomial"),
+        ("allreduce", "recursive_doubling"),
+        ("allgather", "bruck"),
+        ("alltoall", "linear"),
+        ("reduce_scatter", "recursive_doubling"),
+    ];
+    const LARGE: [(&str, &str); 6] = [
+        ("bcast", "scatter_allgather"),
+        ("reduce", "reduce_scatter_gather"),
+        ("allreduce", "ring"),
+        ("allgather", "ring"),
+        ("alltoall", "pairwise"),
+        ("reduce_scatter", "ring"),
+    ];
+    let programs = [
+        "coll_algos",
+        "collectives",
+        "coll_v",
+        "nbc",
+        "coll_persistent",
+        "reduce_ops",
+    ]
+    .map(|p| (p, compile_suite(p)));
+    let mut failures = Vec::new();
+    for set in [SMALL, LARGE] {
+        let mut args: Vec<String> = Vec::new();
+        for (coll, algo) in set {
+            args.extend([
+                "--mca".into(),
+                format!("coll_tuned_{coll}_algorithm"),
+                algo.into(),
+            ]);
+        }
+        let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        for (name, exe) in &programs {
+            let nps: &[u32] = if *name == "coll_algos" {
+                &[3, 5, 8]
+            } else {
+                &[3, 5]
+            };
+            for &np in nps {
+                let (code, out, err) = run_with(exe, &extra, np, "self,sm");
+                let ok = code == 0 && out.contains(&format!("ok: {name}")) && err.trim().is_empty();
+                if !ok {
+                    failures.push(format!(
+                        "{name} -n {np} {}: exit {code}\n{out}{err}",
+                        set[2].1
+                    ));
+                }
+            }
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -63,7 +63,7 @@ pub type DynBtl = dyn Btl + Send;
 
 /// Registers the parameters of every oxmpi component: the runtime's, each
 /// BTL's (`btl_self_*`, `btl_sm_*`, `btl_tcp_*`) and the PML's
-/// (`pml_ob1_*`).
+/// (`pml_ob1_*`), and the collectives' selection (`coll_tuned_*`).
 ///
 /// ```
 /// let mut reg = oxmpi_runtime::mca::Registry::new();
@@ -77,6 +77,7 @@ pub fn register_params(reg: &mut Registry) -> Result<(), McaError> {
     SmConfig::register_params(reg)?;
     TcpConfig::register_params(reg)?;
     PmlConfig::register_params(reg)?;
+    crate::coll_tuned::CollTuned::register_params(reg)?;
     Ok(())
 }
 

@@ -37,6 +37,7 @@
 extern crate self as oxmpi;
 
 mod buffer;
+pub mod coll_tuned;
 mod collective;
 mod comm;
 mod confine;
@@ -56,6 +57,7 @@ pub mod topology;
 mod universe;
 
 pub use buffer::{Buffer, BufferMut};
+pub use coll_tuned::{CollChoice, CollTuned};
 pub use comm::{
     AnyProcess, AnyTag, CommRequest, Communicator, Comparison, Group, Message, Peer, Process,
     Source, TagSpec, PROC_NULL, TAG_UB,

@@ -79,6 +79,8 @@ pub struct Runtime {
     /// Context units of freed communicators with operations still
     /// pending, released by [`Runtime::release_unit`] once they are idle.
     zombies: Mutex<Vec<u16>>,
+    /// The collectives' selection (`coll_tuned_*`).
+    pub(crate) coll_tuned: crate::coll_tuned::CollTuned,
     /// The buffer attached for buffered sends (owned while attached).
     pub(crate) bsend_buf: Mutex<Option<Box<[u8]>>>,
     main_thread: std::thread::ThreadId,
@@ -124,6 +126,8 @@ impl Runtime {
 
         let opened = framework::open(&reg, &mut modex)?;
         let cfg = PmlConfig::from_registry(&reg)
+            .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
+        let coll_tuned = crate::coll_tuned::CollTuned::from_registry(&reg)
             .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
         let spin = cfg.spin_count;
         let idle_sleep_max = cfg.idle_sleep_max;
@@ -187,6 +191,7 @@ impl Runtime {
             seqs: Mutex::new(HashMap::new()),
             pending: Mutex::new(Vec::new()),
             finalized: AtomicBool::new(false),
+            coll_tuned,
             bsend_buf: Mutex::new(None),
             zombies: Mutex::new(Vec::new()),
             main_thread: std::thread::current().id(),

@@ -430,6 +430,17 @@ impl<L: Level> Universe<L> {
         &self.rt.local_ranks
     }
 
+    /// The collectives' algorithm selection (`coll_tuned_*` parameters),
+    /// which the C layer's collectives follow.
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// println!("allreduce: {}", universe.coll_tuned().allreduce.algorithm);
+    /// ```
+    pub fn coll_tuned(&self) -> &crate::CollTuned {
+        &self.rt.coll_tuned
+    }
+
     /// The protocol counters of the point-to-point engine: which protocol
     /// carried how many messages, bytes per peer.
     ///
