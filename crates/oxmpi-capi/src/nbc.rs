@@ -6,7 +6,7 @@
 //!
 //! Algorithms: dissemination barrier; broadcast, reduce, allreduce,
 //! allgather, alltoall and reduce-scatter chosen by message size and rank
-//! count ([`tuned`], the `coll_tuned_*` parameters); linear gather and
+//! count (`nbc::tuned`, the `coll_tuned_*` parameters); linear gather and
 //! scatter (v); ring allgatherv; pairwise-exchange alltoallv and w; a
 //! chain for scan and exscan. The blocking bcast ... alltoall
 //! (`crate::coll`) run these same schedules.

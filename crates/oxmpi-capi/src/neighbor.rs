@@ -4,7 +4,7 @@
 //! (`MPI_Ineighbor_*`) and persistent (`MPI_Neighbor_*_init`), with its
 //! `_c` form: one schedule ([`crate::sched`]) of a single round, every
 //! receive from the sources and every send to the destinations
-//! ([`crate::topo::Topo::neighbourhood`]) over the collective shadow with
+//! (`Topo::neighbourhood`) over the collective shadow with
 //! the collective's own tag, so nothing matches point-to-point traffic or
 //! another collective. Block `i` of the receive buffer comes from source
 //! `i`, block `i` of the send buffer (all of it for allgather) goes to

@@ -7,7 +7,7 @@
 //! size get `MPI_COMM_NULL`). `reorder` is accepted and ignored: every
 //! process keeps its rank, which the standard allows. `MPI_Comm_dup` keeps
 //! the topology; other constructors do not. The neighbourhood collectives
-//! are in [`crate::neighbor`] (over [`Topo::neighbourhood`]).
+//! are in [`crate::neighbor`] (over `Topo::neighbourhood`).
 
 use std::ffi::c_int;
 
