@@ -233,7 +233,7 @@ impl<T> EngineCell<T> {
     }
 }
 
-impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
+impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Engine<B>> {
     /// [`crate::Ob1::sendi_bytes`] on a confined cell: `false`, having run
     /// nothing, when the cell is shared (the caller takes a path that
     /// locks) or where `with` would panic (confined to another thread, or
@@ -327,8 +327,11 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Ob1<B>> {
         // called back into the cell would alias it: none of `oxmpi-btl`'s
         // does (the promise of their `unsafe impl NeverReenters`), and any
         // other makes this `None` (checked before any BTL is called).
-        let o = unsafe { &mut *self.value_ptr() };
-        o.btls_never_reenter().then_some(o)
+        match unsafe { &mut *self.value_ptr() } {
+            crate::Engine::Ob1(o) => o.btls_never_reenter().then_some(o),
+            // cm has no immediate or small-message path of its own.
+            crate::Engine::Cm(_) => None,
+        }
     }
 }
 

@@ -15,10 +15,13 @@
 //! `oxmpi_btl::btl::Btl` and given its BTL list by the layer above.
 #![deny(unsafe_code)]
 
+pub mod bsend;
 pub mod buffer;
 mod cell;
 pub mod clock;
+pub mod cm;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub mod hdr;
 mod idle;
@@ -33,6 +36,7 @@ use oxmpi_match::{Source, Tag};
 
 pub use buffer::{Buffer, Layout};
 pub use config::PmlConfig;
+pub use engine::Engine;
 pub use error::{ErrClass, PmlError};
 pub use ob1::{
     BufferScope, Counters, Message, Ob1, PeerDesc, ReqId, SendMode, Status, ANY_SOURCE_RUN,
@@ -48,7 +52,7 @@ const RECV_POLLS: u32 = 64;
 
 /// The PML shared by every thread of a process (`MPI_THREAD_MULTIPLE`).
 pub struct Pml<B: ?Sized + Btl = dyn Btl + Send> {
-    inner: EngineCell<Ob1<B>>,
+    inner: EngineCell<Engine<B>>,
     /// [`Ob1::sendi_limit`], read without entering the cell: a larger send
     /// skips [`Pml::try_sendi`]'s call at once.
     sendi_limit: usize,
@@ -129,10 +133,15 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// Wraps a protocol engine. `oversubscribed`: more ranks than cores,
     /// so blocking waits yield at once instead of spinning.
     pub fn new(ob1: Ob1<B>, spin_count: u32, oversubscribed: bool) -> Pml<B> {
+        Pml::from_engine(Engine::Ob1(ob1), spin_count, oversubscribed)
+    }
+
+    /// Wraps the engine chosen at start-up (ob1 or cm), as [`Pml::new`].
+    pub fn from_engine(engine: Engine<B>, spin_count: u32, oversubscribed: bool) -> Pml<B> {
         let spin = if oversubscribed { 0 } else { spin_count };
         Pml {
-            sendi_limit: ob1.sendi_limit(),
-            inner: EngineCell::new(ob1),
+            sendi_limit: engine.sendi_limit(),
+            inner: EngineCell::new(engine),
             spin,
             batch: if spin > 0 { POLLS_PER_LOCK } else { 1 },
             sleep_max: std::time::Duration::from_micros(config::IDLE_SLEEP_MAX_US),
@@ -262,7 +271,7 @@ impl<B: ?Sized + Btl> Pml<B> {
 
     /// Runs `f` with the engine locked (or, confined, alone).
     #[inline(always)]
-    pub fn with<T>(&self, f: impl FnOnce(&mut Ob1<B>) -> T) -> T {
+    pub fn with<T>(&self, f: impl FnOnce(&mut Engine<B>) -> T) -> T {
         self.inner.with(f)
     }
 
@@ -352,7 +361,7 @@ impl<B: ?Sized + Btl> Pml<B> {
 
     /// Waits until `cond` holds, progressing meanwhile: polls `spin` times,
     /// then yields the core between polls.
-    pub fn wait_until<T>(&self, mut cond: impl FnMut(&mut Ob1<B>) -> Option<T>) -> T {
+    pub fn wait_until<T>(&self, mut cond: impl FnMut(&mut Engine<B>) -> Option<T>) -> T {
         let mut polls = 0u32;
         // While spinning, several polls run under one lock acquisition (the
         // lock is released between batches so other threads get their turn).
@@ -434,7 +443,7 @@ impl<B: ?Sized + Btl> Pml<B> {
         &self,
         polls: u32,
         busy: bool,
-        cond: &mut impl FnMut(&mut Ob1<B>) -> Option<T>,
+        cond: &mut impl FnMut(&mut Engine<B>) -> Option<T>,
     ) -> Option<T> {
         let timed = idle::rest(polls, busy, self.sleep_max)?;
         // Arm, then the last look, under one lock: a message sent before the
@@ -603,7 +612,7 @@ impl<B: ?Sized + Btl> Pml<B> {
     /// at once); waits for it otherwise.
     fn start_then_wait(
         &self,
-        start: impl FnOnce(&mut Ob1<B>) -> Result<ReqId, PmlError>,
+        start: impl FnOnce(&mut Engine<B>) -> Result<ReqId, PmlError>,
     ) -> Result<Status, PmlError> {
         let id = self.with(|o| -> Result<Result<Status, ReqId>, PmlError> {
             let id = start(o)?;
@@ -704,7 +713,7 @@ impl<B: ?Sized + Btl> Pml<B> {
 /// Consumes and returns every completed request of `ids` (index and
 /// outcome), leaving `ids` unchanged.
 fn take_done<B: ?Sized + Btl>(
-    o: &mut Ob1<B>,
+    o: &mut Engine<B>,
     ids: &[Option<ReqId>],
 ) -> Vec<(usize, Result<Status, PmlError>)> {
     ids.iter()

@@ -277,12 +277,15 @@ fn runtime_params() {
     assert_eq!(r.get_enum("mpi_yield_when_idle").unwrap(), "auto");
     assert!(r.get_bool("mpi_leave_pinned").unwrap());
     assert_eq!(r.selection("btl").unwrap(), ["self", "sm", "tcp"]);
-    assert_eq!(r.selection("pml").unwrap(), ["ob1"]);
+    assert_eq!(r.selection("pml").unwrap(), ["ob1", "cm"]);
+    assert_eq!(r.selection("mtl").unwrap(), ["ofi"]);
     let s = Sources::new()
         .with_cli("pmi_version", "2")
         .with_cli("mpi_yield_when_idle", "yes")
-        .with_cli("btl", "self,tcp");
+        .with_cli("btl", "self,tcp")
+        .with_cli("pml", "cm");
     r.apply(&s).unwrap();
+    assert_eq!(r.selection("pml").unwrap(), ["cm"]);
     assert_eq!(r.get_enum("pmi_version").unwrap(), "2");
     assert_eq!(r.get_enum("mpi_yield_when_idle").unwrap(), "yes");
     assert_eq!(r.selection("btl").unwrap(), ["self", "tcp"]);

@@ -37,6 +37,10 @@ pub(crate) fn install(pml: &oxmpi_pml::Pml<DynBtl>, modex: Arc<Mutex<Option<Mode
 /// as by `MPI_Abort`, so the message reaches the user and every rank ends.
 pub(crate) fn install_fault_hook(pml: &oxmpi_pml::Pml<DynBtl>, modex: Arc<Mutex<Option<Modex>>>) {
     pml.with(|o| {
+        // cm's MTL reports its failures on the requests that need a peer.
+        let Some(o) = o.ob1_mut() else {
+            return;
+        };
         o.on_local_fault(Box::new(move |msg| {
             tracing::error!("{msg}");
             // The PMI connection may be another thread's right now: do not

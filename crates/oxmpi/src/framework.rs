@@ -29,6 +29,8 @@ use oxmpi_btl::btl::Btl;
 use oxmpi_btl::self_btl::{self, SelfBtl};
 use oxmpi_btl::sm::{SmBtl, SmConfig};
 use oxmpi_btl::tcp::{TcpBtl, TcpConfig};
+use oxmpi_mtl::mtl::Mtl;
+use oxmpi_pml::cm::Cm;
 use oxmpi_pml::{PeerDesc, PmlConfig};
 use oxmpi_runtime::mca::{self, McaError, Registry};
 use oxmpi_runtime::pmi::Modex;
@@ -260,9 +262,11 @@ pub fn open(reg: &Registry, modex: &mut Modex) -> Result<Opened> {
             .map_err(intern)?;
         published.push(name);
     }
+    publish_pml(modex, "ob1")?;
     if size > 1 {
         modex.fence().map_err(intern)?;
     }
+    check_same_pml(modex, "ob1")?;
 
     let mut peers = Vec::with_capacity(size as usize);
     for rank in 0..size {
@@ -289,4 +293,141 @@ pub fn open(reg: &Registry, modex: &mut Modex) -> Result<Opened> {
         });
     }
     Ok(Opened { btls, peers })
+}
+
+/// The point-to-point engine a job uses (the `pml` framework), chosen by
+/// [`select_pml`].
+pub enum PmlPick {
+    /// ob1 over the BTLs.
+    Ob1,
+    /// cm over this opened MTL.
+    Cm(Box<dyn Mtl + Send>),
+}
+
+impl std::fmt::Debug for PmlPick {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PmlPick::Ob1 => f.write_str("ob1"),
+            PmlPick::Cm(m) => write!(f, "cm ({})", m.name()),
+        }
+    }
+}
+
+impl PmlPick {
+    /// The PML's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PmlPick::Ob1 => "ob1",
+            PmlPick::Cm(_) => "cm",
+        }
+    }
+}
+
+/// Chooses the PML as Open MPI's framework does: cm when it is selected
+/// (`pml` names it, or is left to choose) and an MTL of the `mtl`
+/// selection opens with a usable provider; ob1 otherwise. cm named alone
+/// with no MTL that opens is an error that says why each one did not.
+/// (Every rank chooses alone; [`check_same_pml`] then makes sure they
+/// agree.)
+///
+/// ```
+/// use oxmpi::framework::{register_params, select_pml};
+/// use oxmpi_runtime::mca::{Registry, Sources};
+/// let mut reg = Registry::new();
+/// register_params(&mut reg).unwrap();
+/// reg.apply(&Sources::new().with_cli("pml", "ob1")).unwrap();
+/// assert_eq!(select_pml(&reg).unwrap().name(), "ob1");
+/// ```
+pub fn select_pml(reg: &Registry) -> Result<PmlPick> {
+    let pmls: Vec<String> = reg.selection("pml").map_err(intern)?.to_vec();
+    let want = |n: &str| pmls.iter().any(|p| p == n);
+    if !want("cm") {
+        return Ok(PmlPick::Ob1);
+    }
+    let mut why = Vec::new();
+    for name in reg.selection("mtl").map_err(intern)? {
+        match open_mtl(name, reg) {
+            Ok(m) => {
+                tracing::info!("pml cm over mtl {name}");
+                return Ok(PmlPick::Cm(m));
+            }
+            Err(e) => why.push(format!("mtl {name}: {e}")),
+        }
+    }
+    let why = if why.is_empty() {
+        "the mtl selection is empty".to_string()
+    } else {
+        why.join("; ")
+    };
+    if want("ob1") {
+        tracing::debug!("pml cm not used ({why}): ob1");
+        return Ok(PmlPick::Ob1);
+    }
+    Err(Error::new(
+        ErrorClass::Other,
+        format!("pml cm was selected but no MTL opened: {why}"),
+    ))
+}
+
+/// Opens MTL component `name` with its parameters.
+fn open_mtl(name: &str, reg: &Registry) -> std::result::Result<Box<dyn Mtl + Send>, String> {
+    match name {
+        "ofi" => {
+            let _ = reg;
+            Err("not built in".to_string())
+        }
+        other => Err(format!("no MTL component {other}")),
+    }
+}
+
+/// Publishes this rank's choice of PML and, after the fence that follows
+/// (the cards'), compares it with rank 0's: ranks that chose differently
+/// (one found a provider another did not) would never understand each
+/// other, so that is an error naming both, not a hang.
+fn publish_pml(modex: &mut Modex, name: &str) -> Result<()> {
+    modex.put("pml", name.as_bytes()).map_err(intern)
+}
+
+/// The second half of [`publish_pml`], after the fence.
+fn check_same_pml(modex: &mut Modex, name: &str) -> Result<()> {
+    if modex.rank() == 0 {
+        return Ok(());
+    }
+    let theirs = modex.try_get(0, "pml").map_err(intern)?.unwrap_or_default();
+    if theirs != name.as_bytes() {
+        return Err(Error::new(
+            ErrorClass::Other,
+            format!(
+                "rank {} chose pml {name} but rank 0 chose pml {}: name one with --mca pml \
+                 for every rank",
+                modex.rank(),
+                String::from_utf8_lossy(&theirs)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens the PML cm over `mtl`: publishes the MTL's business card, fences,
+/// and hands cm every rank's card. Collective over the job.
+pub fn open_cm(mtl: Box<dyn Mtl + Send>, modex: &mut Modex) -> Result<Cm> {
+    let me = modex.rank();
+    let size = modex.size();
+    let mine = mtl.business_card();
+    let key = format!("mtl-{}", mtl.name());
+    modex.put(&key, &mine).map_err(intern)?;
+    publish_pml(modex, "cm")?;
+    if size > 1 {
+        modex.fence().map_err(intern)?;
+    }
+    check_same_pml(modex, "cm")?;
+    let mut cards = Vec::with_capacity(size as usize);
+    for r in 0..size {
+        cards.push(if r == me {
+            mine.clone()
+        } else {
+            modex.get(r, &key).map_err(intern)?
+        });
+    }
+    Cm::new(mtl, me, &cards).map_err(|e| Error::new(ErrorClass::Other, e.msg))
 }

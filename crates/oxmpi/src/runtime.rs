@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use oxmpi_pml::{Ob1, Pml, PmlConfig};
+use oxmpi_pml::{Engine, Ob1, Pml, PmlConfig};
 use oxmpi_runtime::mca::{self, Registry, Sources};
 use oxmpi_runtime::pmi::{Modex, Pmi, PmiConfig};
 use oxmpi_runtime::topology;
@@ -124,39 +124,22 @@ impl Runtime {
         let local_ranks = modex.local_ranks().to_vec();
         let singleton = modex.pmi().is_singleton();
 
-        let opened = framework::open(&reg, &mut modex)?;
         let cfg = PmlConfig::from_registry(&reg)
             .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
         let coll_tuned = crate::coll_tuned::CollTuned::from_registry(&reg)
             .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
         let spin = cfg.spin_count;
         let idle_sleep_max = cfg.idle_sleep_max;
-        let mut ob1 = Ob1::new(cfg, rank, opened.btls, &opened.peers)?;
-        for peer in 0..size {
-            let reachable = ob1
-                .peer_btls(peer)
-                .is_some_and(|(send, _)| !send.is_empty());
-            if !reachable {
-                let btls = reg
-                    .selection("btl")
-                    .map(|s| s.join(","))
-                    .unwrap_or_default();
-                return Err(Error::new(
-                    ErrorClass::Other,
-                    format!(
-                        "rank {rank} cannot reach rank {peer} with the selected BTLs ({btls}): \
-                         add {} to the btl parameter",
-                        if peer == rank { "self" } else { "sm or tcp" }
-                    ),
-                ));
-            }
-        }
+        let mut engine = match framework::select_pml(&reg)? {
+            framework::PmlPick::Ob1 => Engine::Ob1(open_ob1(&reg, &mut modex, cfg)?),
+            framework::PmlPick::Cm(mtl) => Engine::Cm(framework::open_cm(mtl, &mut modex)?),
+        };
         let world: Vec<u32> = (0..size).collect();
-        ob1.add_comm(WORLD_CTX, world.clone(), rank)?;
-        ob1.add_comm(WORLD_CTX + 1, world, rank)?;
-        ob1.add_comm(SELF_CTX, vec![rank], 0)?;
-        ob1.add_comm(SELF_CTX + 1, vec![rank], 0)?;
-        ob1.add_comm(GROUP_CTX, (0..size).collect(), rank)?;
+        engine.add_comm(WORLD_CTX, world.clone(), rank)?;
+        engine.add_comm(WORLD_CTX + 1, world, rank)?;
+        engine.add_comm(SELF_CTX, vec![rank], 0)?;
+        engine.add_comm(SELF_CTX + 1, vec![rank], 0)?;
+        engine.add_comm(GROUP_CTX, (0..size).collect(), rank)?;
         let oversubscribed = match reg.get_enum(mca::MPI_YIELD_WHEN_IDLE).unwrap_or("auto") {
             "yes" => true,
             "no" => false,
@@ -166,8 +149,9 @@ impl Runtime {
             rank,
             size,
             oversubscribed,
+            pml = engine.name(),
             "oxmpi initialised: {:?}",
-            (0..size).map(|p| ob1.peer_btls(p)).collect::<Vec<_>>()
+            (0..size).map(|p| engine.peer_btls(p)).collect::<Vec<_>>()
         );
         // `pml_ob1_progress_thread` is the PML's name for the same thread.
         let async_progress = reg.get_bool(mca::MPI_ASYNC_PROGRESS).unwrap_or(false)
@@ -175,7 +159,7 @@ impl Runtime {
         let rt = Runtime {
             // Threads share the lock (the user's, or the progress thread).
             pml: Arc::new(
-                Pml::new(ob1, spin, oversubscribed)
+                Pml::from_engine(engine, spin, oversubscribed)
                     .idle_sleep_max(idle_sleep_max)
                     .multithreaded(level == ThreadLevel::Multiple || async_progress),
             ),
@@ -384,4 +368,36 @@ impl Runtime {
         eprintln!("oxmpi: abort ({code}): {msg}");
         std::process::exit(code)
     }
+}
+
+/// Opens the BTLs and ob1 over them; every peer must be reachable.
+fn open_ob1(
+    reg: &Registry,
+    modex: &mut Modex,
+    cfg: PmlConfig,
+) -> Result<Ob1<crate::framework::DynBtl>> {
+    let rank = modex.rank();
+    let size = modex.size();
+    let opened = framework::open(reg, modex)?;
+    let ob1 = Ob1::new(cfg, rank, opened.btls, &opened.peers)?;
+    for peer in 0..size {
+        let reachable = ob1
+            .peer_btls(peer)
+            .is_some_and(|(send, _)| !send.is_empty());
+        if !reachable {
+            let btls = reg
+                .selection("btl")
+                .map(|s| s.join(","))
+                .unwrap_or_default();
+            return Err(Error::new(
+                ErrorClass::Other,
+                format!(
+                    "rank {rank} cannot reach rank {peer} with the selected BTLs ({btls}): \
+                     add {} to the btl parameter",
+                    if peer == rank { "self" } else { "sm or tcp" }
+                ),
+            ));
+        }
+    }
+    Ok(ob1)
 }

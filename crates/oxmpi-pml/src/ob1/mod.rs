@@ -62,8 +62,8 @@ mod send;
 mod small;
 mod state;
 
-pub use bsend::BufferScope;
-use bsend::{Bsend, BsendSlot};
+pub use crate::bsend::BufferScope;
+use crate::bsend::{BsendPool, BsendSlot};
 use failure::*;
 use handlers::*;
 use rdma::*;
@@ -104,7 +104,7 @@ const GEN_RECEIVED: u32 = 1 << 31;
 
 impl ReqId {
     /// The handle of request `r`.
-    fn of(r: ReqRef) -> ReqId {
+    pub(crate) fn of(r: ReqRef) -> ReqId {
         ReqId(r, 0)
     }
 
@@ -169,6 +169,22 @@ pub struct Message {
 }
 
 impl Message {
+    /// A matched message of context `ctx` with envelope `env` and length
+    /// `len`, named `slot` by the PML that claimed it.
+    pub(crate) fn new(ctx: u16, env: Envelope, len: usize, slot: u32) -> Message {
+        Message {
+            ctx,
+            env,
+            len,
+            slot,
+        }
+    }
+
+    /// Its context and the claiming PML's slot.
+    pub(crate) fn parts(&self) -> (u16, u32) {
+        (self.ctx, self.slot)
+    }
+
     /// The matched message's source (communicator rank).
     pub fn source(&self) -> u32 {
         self.env.source
@@ -412,9 +428,7 @@ impl<B: ?Sized + Btl> Ob1<B> {
                 any_source_next: 0,
                 any_source_run: 0,
                 read_empty: None,
-                bsend: Vec::new(),
-                bsend_ids: 0,
-                ctx_session: Vec::new(),
+                bsend: BsendPool::default(),
                 dereg: Vec::new(),
                 rcache,
                 local_fault: failure::FaultHook::default(),

@@ -444,7 +444,7 @@ pub(super) fn close_req(
     rcache: &mut Rcache,
     dereg: &mut Vec<(usize, RegId)>,
     rget_out: &mut [u32],
-    bsend: &mut [Bsend],
+    bsend: &mut BsendPool,
 ) -> bool {
     if q.done {
         return false;
@@ -462,7 +462,7 @@ pub(super) fn close_req(
             }
             let slot = s.bsend.filter(|_| s.internal);
             if let Some(slot) = slot {
-                super::bsend::release(bsend, slot);
+                bsend.release(slot);
             }
             q.user_freed || slot.is_some()
         }

@@ -63,13 +63,9 @@ pub(crate) struct State {
     /// takes it and skips one read (the small path does not clear it, so
     /// that it stores nothing more).
     pub(super) read_empty: Option<(u32, u16)>,
-    /// The attached buffers ([`bsend`](super::bsend)): few, looked up by
-    /// scope on each buffered send.
-    pub(super) bsend: Vec<Bsend>,
-    /// The last buffer identifier given out.
-    pub(super) bsend_ids: u32,
-    /// Contexts of communicators derived from a session, and the session.
-    pub(super) ctx_session: Vec<(u16, u64)>,
+    /// The attached buffers and the sessions of contexts
+    /// ([`crate::bsend`]).
+    pub(super) bsend: BsendPool,
     pub(super) dereg: Vec<(usize, RegId)>,
     pub(super) rcache: Rcache,
     /// Called when this process cannot reach a live peer

@@ -133,8 +133,16 @@ pub fn register_runtime_params(reg: &mut Registry) -> Result<(), McaError> {
     )?;
     reg.register_framework(
         "pml",
-        &["ob1"],
-        "Point-to-point messaging layer to use; empty means all",
+        &["ob1", "cm"],
+        "Point-to-point messaging layer to use: ob1 (protocols over the BTLs) or cm \
+         (whole messages handed to an MTL, which matches them); empty means either, and \
+         cm is then chosen only when an MTL opens with a usable provider",
+    )?;
+    reg.register_framework(
+        "mtl",
+        &["ofi"],
+        "Matching transport layers the PML cm may use (ofi: libfabric's tagged API); \
+         empty means all",
     )?;
     Ok(())
 }
