@@ -224,7 +224,12 @@ pub(crate) struct FidFabric {
 pub(crate) struct FiOpsFabric {
     size: usize,
     domain: Option<
-        unsafe extern "C" fn(*mut FidFabric, *mut FiInfo, *mut *mut FidDomain, *mut c_void) -> c_int,
+        unsafe extern "C" fn(
+            *mut FidFabric,
+            *mut FiInfo,
+            *mut *mut FidDomain,
+            *mut c_void,
+        ) -> c_int,
     >,
     passive_ep: FnPtr,
     eq_open: FnPtr,
@@ -240,8 +245,9 @@ pub(crate) struct FidDomain {
     mr: *mut c_void,
 }
 
-type EpOpen =
-    Option<unsafe extern "C" fn(*mut FidDomain, *mut FiInfo, *mut *mut FidEp, *mut c_void) -> c_int>;
+type EpOpen = Option<
+    unsafe extern "C" fn(*mut FidDomain, *mut FiInfo, *mut *mut FidEp, *mut c_void) -> c_int,
+>;
 
 #[repr(C)]
 pub(crate) struct FiOpsDomain {
@@ -388,8 +394,9 @@ pub(crate) struct FidEp {
     collective: *mut c_void,
 }
 
-type CtxOpen =
-    Option<unsafe extern "C" fn(*mut FidEp, c_int, *mut c_void, *mut *mut FidEp, *mut c_void) -> c_int>;
+type CtxOpen = Option<
+    unsafe extern "C" fn(*mut FidEp, c_int, *mut c_void, *mut *mut FidEp, *mut c_void) -> c_int,
+>;
 
 #[repr(C)]
 pub(crate) struct FiOpsEp {
@@ -421,12 +428,29 @@ pub(crate) struct FiOpsCm {
 pub(crate) struct FiOpsTagged {
     size: usize,
     recv: Option<
-        unsafe extern "C" fn(*mut FidEp, *mut c_void, usize, *mut c_void, u64, u64, u64, *mut c_void) -> isize,
+        unsafe extern "C" fn(
+            *mut FidEp,
+            *mut c_void,
+            usize,
+            *mut c_void,
+            u64,
+            u64,
+            u64,
+            *mut c_void,
+        ) -> isize,
     >,
     recvv: FnPtr,
     recvmsg: Option<unsafe extern "C" fn(*mut FidEp, *const FiMsgTagged, u64) -> isize>,
     send: Option<
-        unsafe extern "C" fn(*mut FidEp, *const c_void, usize, *mut c_void, u64, u64, *mut c_void) -> isize,
+        unsafe extern "C" fn(
+            *mut FidEp,
+            *const c_void,
+            usize,
+            *mut c_void,
+            u64,
+            u64,
+            *mut c_void,
+        ) -> isize,
     >,
     sendv: FnPtr,
     sendmsg: FnPtr,
@@ -481,8 +505,14 @@ impl Ctx {
 
 // ---- the library ----
 
-type GetInfoFn =
-    unsafe extern "C" fn(u32, *const c_char, *const c_char, u64, *const FiInfo, *mut *mut FiInfo) -> c_int;
+type GetInfoFn = unsafe extern "C" fn(
+    u32,
+    *const c_char,
+    *const c_char,
+    u64,
+    *const FiInfo,
+    *mut *mut FiInfo,
+) -> c_int;
 type FabricFn = unsafe extern "C" fn(*mut FiFabricAttr, *mut *mut FidFabric, *mut c_void) -> c_int;
 
 /// libfabric, opened at run time.
@@ -830,7 +860,10 @@ impl Endpoint {
             need!((*e.fabric).fid.ops, FiOps, close, bind, control);
             need!((*e.fabric).ops, FiOpsFabric, domain);
             let dom = (*(*e.fabric).ops).domain.expect("checked");
-            check("fi_domain", dom(e.fabric, node, &mut e.domain, ptr::null_mut()))?;
+            check(
+                "fi_domain",
+                dom(e.fabric, node, &mut e.domain, ptr::null_mut()),
+            )?;
             need!((*e.domain).fid.ops, FiOps, close);
             need!((*e.domain).ops, FiOpsDomain, av_open, cq_open, endpoint);
             let dops = &*(*e.domain).ops;
@@ -860,7 +893,11 @@ impl Endpoint {
                 dops.endpoint
             };
             check(
-                if scalable { "fi_scalable_ep" } else { "fi_endpoint" },
+                if scalable {
+                    "fi_scalable_ep"
+                } else {
+                    "fi_endpoint"
+                },
                 open_ep.expect("checked")(e.domain, node, &mut e.ep, ptr::null_mut()),
             )?;
             need!((*e.ep).fid.ops, FiOps, close, bind, control);
@@ -869,7 +906,11 @@ impl Endpoint {
             let bind = (*(*e.ep).fid.ops).bind.expect("checked");
             let control = (*(*e.ep).fid.ops).control.expect("checked");
             check(
-                if scalable { "fi_scalable_ep_bind(av)" } else { "fi_ep_bind(av)" },
+                if scalable {
+                    "fi_scalable_ep_bind(av)"
+                } else {
+                    "fi_ep_bind(av)"
+                },
                 bind(&mut (*e.ep).fid, &mut (*e.av).fid, 0),
             )?;
             let open_cq = |e: &mut Endpoint| -> Result<*mut FidCq, CallError> {
@@ -906,13 +947,25 @@ impl Endpoint {
                     let mut tx: *mut FidEp = ptr::null_mut();
                     check(
                         "fi_tx_context",
-                        eops.tx_ctx.expect("checked")(e.ep, i as c_int, ptr::null_mut(), &mut tx, ptr::null_mut()),
+                        eops.tx_ctx.expect("checked")(
+                            e.ep,
+                            i as c_int,
+                            ptr::null_mut(),
+                            &mut tx,
+                            ptr::null_mut(),
+                        ),
                     )?;
                     e.lanes[lane].tx = tx;
                     let mut rx: *mut FidEp = ptr::null_mut();
                     check(
                         "fi_rx_context",
-                        eops.rx_ctx.expect("checked")(e.ep, i as c_int, ptr::null_mut(), &mut rx, ptr::null_mut()),
+                        eops.rx_ctx.expect("checked")(
+                            e.ep,
+                            i as c_int,
+                            ptr::null_mut(),
+                            &mut rx,
+                            ptr::null_mut(),
+                        ),
                     )?;
                     e.lanes[lane].rx = rx;
                     for (c, flags) in [(tx, FI_SEND), (rx, FI_RECV)] {
@@ -921,7 +974,10 @@ impl Endpoint {
                         let b = (*(*c).fid.ops).bind.expect("checked");
                         check("fi_ep_bind(cq)", b(&mut (*c).fid, &mut (*cq).fid, flags))?;
                         let ctl = (*(*c).fid.ops).control.expect("checked");
-                        check("fi_enable(context)", ctl(&mut (*c).fid, FI_ENABLE, ptr::null_mut()))?;
+                        check(
+                            "fi_enable(context)",
+                            ctl(&mut (*c).fid, FI_ENABLE, ptr::null_mut()),
+                        )?;
                     }
                 }
             } else {
@@ -934,10 +990,21 @@ impl Endpoint {
                 e.lanes[lane].tx = e.ep;
                 e.lanes[lane].rx = e.ep;
             }
-            check("fi_enable", control(&mut (*e.ep).fid, FI_ENABLE, ptr::null_mut()))?;
+            check(
+                "fi_enable",
+                control(&mut (*e.ep).fid, FI_ENABLE, ptr::null_mut()),
+            )?;
             for l in &e.lanes {
                 for c in [l.tx, l.rx] {
-                    need!((*c).tagged, FiOpsTagged, recv, recvmsg, send, inject, senddata);
+                    need!(
+                        (*c).tagged,
+                        FiOpsTagged,
+                        recv,
+                        recvmsg,
+                        send,
+                        inject,
+                        senddata
+                    );
                 }
             }
         }
@@ -982,7 +1049,14 @@ impl Endpoint {
         // checked against ours by the caller) and writes one fi_addr_t.
         let rc = unsafe {
             let f = (*(*self.av).ops).insert.expect("checked at open");
-            f(self.av, addr.as_ptr().cast(), 1, &mut out, 0, ptr::null_mut())
+            f(
+                self.av,
+                addr.as_ptr().cast(),
+                1,
+                &mut out,
+                0,
+                ptr::null_mut(),
+            )
         };
         check("fi_av_insert", rc)?;
         if rc != 1 {
@@ -1008,8 +1082,12 @@ impl Endpoint {
     /// is dropped. Returns its slab index.
     pub fn grow_contexts(&mut self) -> usize {
         let first = self.ctxs.len() * CHUNK;
-        self.ctxs
-            .push((0..CHUNK).map(|_| Ctx::new()).collect::<Vec<_>>().into_boxed_slice());
+        self.ctxs.push(
+            (0..CHUNK)
+                .map(|_| Ctx::new())
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
         first
     }
 
@@ -1037,7 +1115,15 @@ impl Endpoint {
 
     /// `fi_tsend` (`data: Some`: `fi_tsenddata`) of `buf` on lane `lane`
     /// with context `ctx`.
-    pub fn tsend(&self, lane: usize, buf: MemRegion, data: Option<u64>, dest: u64, tag: u64, ctx: usize) -> isize {
+    pub fn tsend(
+        &self,
+        lane: usize,
+        buf: MemRegion,
+        data: Option<u64>,
+        dest: u64,
+        tag: u64,
+        ctx: usize,
+    ) -> isize {
         let ep = self.lanes[lane].tx;
         let c = self.ctx(ctx);
         // SAFETY: the transmit endpoint is open and its tagged ops checked;
@@ -1079,7 +1165,15 @@ impl Endpoint {
     }
 
     /// `fi_trecv` into `buf` on lane `lane`.
-    pub fn trecv(&self, lane: usize, buf: MemRegion, src: u64, tag: u64, ignore: u64, ctx: usize) -> isize {
+    pub fn trecv(
+        &self,
+        lane: usize,
+        buf: MemRegion,
+        src: u64,
+        tag: u64,
+        ignore: u64,
+        ctx: usize,
+    ) -> isize {
         let ep = self.lanes[lane].rx;
         let c = self.ctx(ctx);
         // SAFETY: the receive endpoint is open; `buf` stays valid and
@@ -1283,5 +1377,154 @@ impl Drop for Endpoint {
         }
         // The contexts (`ctxs`) are freed after this, once nothing refers to
         // them.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The structs' sizes and field offsets against the C compiler's, on
+    /// the installed headers (skipped, saying why, without a C compiler
+    /// or libfabric's headers).
+    #[test]
+    fn layouts_match_the_c_headers() {
+        let dir = std::env::temp_dir().join(format!("oxmpi-ofi-layout-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let checks: Vec<(&str, &str, usize)> = vec![
+            ("struct fid", "", size_of::<Fid>()),
+            ("struct fi_ops", "", size_of::<FiOps>()),
+            ("struct fi_tx_attr", "", size_of::<FiTxAttr>()),
+            ("struct fi_rx_attr", "", size_of::<FiRxAttr>()),
+            ("struct fi_ep_attr", "", size_of::<FiEpAttr>()),
+            (
+                "struct fi_ep_attr",
+                "mem_tag_format",
+                offset_of!(FiEpAttr, mem_tag_format),
+            ),
+            ("struct fi_domain_attr", "", size_of::<FiDomainAttr>()),
+            (
+                "struct fi_domain_attr",
+                "cq_data_size",
+                offset_of!(FiDomainAttr, cq_data_size),
+            ),
+            (
+                "struct fi_domain_attr",
+                "max_ep_tx_ctx",
+                offset_of!(FiDomainAttr, max_ep_tx_ctx),
+            ),
+            ("struct fi_fabric_attr", "", size_of::<FiFabricAttr>()),
+            (
+                "struct fi_fabric_attr",
+                "prov_name",
+                offset_of!(FiFabricAttr, prov_name),
+            ),
+            ("struct fi_info", "", size_of::<FiInfo>()),
+            (
+                "struct fi_info",
+                "fabric_attr",
+                offset_of!(FiInfo, fabric_attr),
+            ),
+            ("struct fid_fabric", "", size_of::<FidFabric>()),
+            ("struct fi_ops_fabric", "", size_of::<FiOpsFabric>()),
+            ("struct fid_domain", "", size_of::<FidDomain>()),
+            ("struct fi_ops_domain", "", size_of::<FiOpsDomain>()),
+            (
+                "struct fi_ops_domain",
+                "scalable_ep",
+                offset_of!(FiOpsDomain, scalable_ep),
+            ),
+            ("struct fi_av_attr", "", size_of::<FiAvAttr>()),
+            ("struct fid_av", "", size_of::<FidAv>()),
+            ("struct fi_ops_av", "", size_of::<FiOpsAv>()),
+            ("struct fi_cq_attr", "", size_of::<FiCqAttr>()),
+            ("struct fid_cq", "", size_of::<FidCq>()),
+            ("struct fi_ops_cq", "", size_of::<FiOpsCq>()),
+            (
+                "struct fi_ops_cq",
+                "strerror",
+                offset_of!(FiOpsCq, strerror),
+            ),
+            ("struct fi_cq_tagged_entry", "", size_of::<CqEntry>()),
+            ("struct fi_cq_tagged_entry", "tag", offset_of!(CqEntry, tag)),
+            ("struct fi_cq_err_entry", "", size_of::<FiCqErrEntry>()),
+            (
+                "struct fi_cq_err_entry",
+                "olen",
+                offset_of!(FiCqErrEntry, olen),
+            ),
+            (
+                "struct fi_cq_err_entry",
+                "prov_errno",
+                offset_of!(FiCqErrEntry, prov_errno),
+            ),
+            ("struct fid_ep", "", size_of::<FidEp>()),
+            ("struct fid_ep", "tagged", offset_of!(FidEp, tagged)),
+            ("struct fi_ops_ep", "", size_of::<FiOpsEp>()),
+            ("struct fi_ops_cm", "", size_of::<FiOpsCm>()),
+            ("struct fi_ops_cm", "getname", offset_of!(FiOpsCm, getname)),
+            ("struct fi_ops_tagged", "", size_of::<FiOpsTagged>()),
+            (
+                "struct fi_ops_tagged",
+                "senddata",
+                offset_of!(FiOpsTagged, senddata),
+            ),
+            ("struct fi_msg_tagged", "", size_of::<FiMsgTagged>()),
+            (
+                "struct fi_msg_tagged",
+                "data",
+                offset_of!(FiMsgTagged, data),
+            ),
+            ("struct fi_context2", "", size_of::<Ctx>()),
+        ];
+        let mut c = String::from(
+            "#include <stdio.h>\n#include <stddef.h>\n#include <rdma/fabric.h>\n\
+             #include <rdma/fi_domain.h>\n#include <rdma/fi_endpoint.h>\n\
+             #include <rdma/fi_eq.h>\n#include <rdma/fi_tagged.h>\n#include <rdma/fi_cm.h>\n\
+             int main(void) {\n",
+        );
+        for (ty, field, _) in &checks {
+            if field.is_empty() {
+                c += &format!("printf(\"%zu\\n\", sizeof({ty}));\n");
+            } else {
+                c += &format!("printf(\"%zu\\n\", offsetof({ty}, {field}));\n");
+            }
+        }
+        c += "return 0; }\n";
+        let src = dir.join("layout.c");
+        let exe = dir.join("layout");
+        std::fs::write(&src, c).unwrap();
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let built = std::process::Command::new(&cc)
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .output();
+        let built =
+            match built {
+                Ok(o) if o.status.success() => o,
+                Ok(o) => {
+                    eprintln!(
+                    "skipped: {cc} could not build the layout probe (libfabric-dev missing?): {}",
+                    String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("")
+                );
+                    return;
+                }
+                Err(e) => {
+                    eprintln!("skipped: no C compiler ({cc}: {e})");
+                    return;
+                }
+            };
+        drop(built);
+        let out = std::process::Command::new(&exe).output().unwrap();
+        let got: Vec<usize> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(got.len(), checks.len());
+        for ((ty, field, rust), c) in checks.iter().zip(got) {
+            assert_eq!(*rust, c, "{ty} {field}: Rust {rust}, C {c}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -146,7 +146,9 @@ impl Deferred {
 enum Slot {
     Free,
     /// A standard, buffered or ready send.
-    Send { token: Token },
+    Send {
+        token: Token,
+    },
     /// A synchronous send: its send part and its acknowledgement receive
     /// (slot `ack`).
     Ssend {
@@ -160,7 +162,11 @@ enum Slot {
         silent: bool,
     },
     /// The acknowledgement receive of synchronous send `send`.
-    Ack { send: usize, lane: usize, lost: bool },
+    Ack {
+        send: usize,
+        lane: usize,
+        lost: bool,
+    },
     /// A receive.
     Recv {
         token: Token,
@@ -253,6 +259,9 @@ impl Ops {
         }
     }
 }
+
+/// A receive's (tag, ignore), its source address, and the peer it names.
+type Criteria = ((u64, u64), u64, Option<u32>);
 
 /// The `ofi` MTL: one libfabric endpoint of this process.
 pub struct OfiMtl {
@@ -501,12 +510,7 @@ impl OfiMtl {
     }
 
     /// A receive's (tag, ignore), source address and the named peer.
-    fn criteria(
-        &self,
-        cid: u32,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<((u64, u64), u64, Option<u32>), MtlError> {
+    fn criteria(&self, cid: u32, src: Source, tag: TagSel) -> Result<Criteria, MtlError> {
         self.check_comm(cid)?;
         let t = match tag {
             TagSel::Any => None,
@@ -732,10 +736,7 @@ impl OfiMtl {
                     }
                 } else {
                     if n != -(ffi::FI_EAGAIN as isize) {
-                        tracing::warn!(
-                            "ofi MTL: fi_cq_readfrom: {}",
-                            self.ep.lib().strerror(n)
-                        );
+                        tracing::warn!("ofi MTL: fi_cq_readfrom: {}", self.ep.lib().strerror(n));
                     }
                     break;
                 }
@@ -785,7 +786,11 @@ impl OfiMtl {
                 self.release(i);
                 let (info, proto) = self.info(e.tag, e.data, e.len, false);
                 if proto == Proto::Sync {
-                    let a = if src == ffi::FI_ADDR_UNSPEC { from } else { src };
+                    let a = if src == ffi::FI_ADDR_UNSPEC {
+                        from
+                    } else {
+                        src
+                    };
                     self.ack(lane, a, e.tag);
                 }
                 self.event(token, Outcome::Received(info));
@@ -963,9 +968,7 @@ impl OfiMtl {
                     ..
                 } if peer == r => {
                     if let Slot::Ack {
-                        lane,
-                        ref mut lost,
-                        ..
+                        lane, ref mut lost, ..
                     } = self.slots[ack]
                     {
                         if !*lost {
@@ -1051,9 +1054,7 @@ impl Mtl for OfiMtl {
             let rest = card
                 .strip_prefix(CARD_MAGIC)
                 .ok_or_else(|| bad("not an ofi MTL business card".into()))?;
-            let (&n, rest) = rest
-                .split_first()
-                .ok_or_else(|| bad("truncated".into()))?;
+            let (&n, rest) = rest.split_first().ok_or_else(|| bad("truncated".into()))?;
             if rest.len() <= n as usize {
                 return Err(bad("truncated".into()));
             }
@@ -1294,11 +1295,7 @@ impl Mtl for OfiMtl {
         if rc < 0 {
             // Still claimed: the caller may try again.
             if let Some(Slot::ClaimRecv { .. }) = self.slots.get(i) {
-                self.slots[i] = Slot::Claimed {
-                    serial,
-                    src,
-                    lane,
-                };
+                self.slots[i] = Slot::Claimed { serial, src, lane };
             }
             return Err(self.provider_err("fi_trecvmsg(FI_CLAIM)", rc));
         }

@@ -161,8 +161,7 @@ impl OfiParams {
                             OpenError::Param {
                                 name: name.to_owned(),
                                 value: v.to_owned(),
-                                why: "not one of auto, ofi_tag_1, ofi_tag_2, ofi_tag_full"
-                                    .into(),
+                                why: "not one of auto, ofi_tag_1, ofi_tag_2, ofi_tag_full".into(),
                             }
                         })?),
                     }
@@ -233,9 +232,7 @@ pub fn in_list(list: &str, prov: &str) -> bool {
     list.split(',')
         .map(str::trim)
         .filter(|e| !e.is_empty())
-        .any(|e| {
-            e.eq_ignore_ascii_case(prov) || prov.split(';').any(|p| p.eq_ignore_ascii_case(e))
-        })
+        .any(|e| e.eq_ignore_ascii_case(prov) || prov.split(';').any(|p| p.eq_ignore_ascii_case(e)))
 }
 
 /// What decides the tag mode.
@@ -377,9 +374,15 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(p.tag_mode, TagModeParam::Forced(TagMode::Tag2));
-        assert_eq!((p.progress_event_cnt, p.enable_sep, p.num_ctxts), (7, true, 4));
+        assert_eq!(
+            (p.progress_event_cnt, p.enable_sep, p.num_ctxts),
+            (7, true, 4)
+        );
         let e = OfiParams::from_pairs([("mtl_ofi_tag_mode", "ofi_tag_3")]).unwrap_err();
-        assert!(e.to_string().starts_with("mtl_ofi_tag_mode=ofi_tag_3"), "{e}");
+        assert!(
+            e.to_string().starts_with("mtl_ofi_tag_mode=ofi_tag_3"),
+            "{e}"
+        );
         let e = OfiParams::from_pairs([("mtl_ofi_nonsense", "1")]).unwrap_err();
         assert!(e.to_string().contains("no such parameter"), "{e}");
         let e = OfiParams::from_pairs([("mtl_ofi_num_ctxts", "0")]).unwrap_err();
@@ -389,7 +392,11 @@ mod tests {
             ("mtl_ofi_provider_exclude", "shm"),
         ])
         .unwrap();
-        assert!(both.validate().unwrap_err().to_string().contains("only one"));
+        assert!(both
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("only one"));
         for (name, default, help) in params() {
             assert!(name.starts_with("mtl_ofi_") && !help.is_empty());
             OfiParams::from_pairs([(name, default)]).unwrap_or_else(|e| {
@@ -415,13 +422,29 @@ mod tests {
             cq_data_size: 8,
             directed_recv: false,
         };
-        assert_eq!(resolve_tag_mode(TagModeParam::Auto, full, "x"), Ok(TagMode::Full));
-        assert_eq!(resolve_tag_mode(TagModeParam::Auto, none, "x"), Ok(TagMode::Tag1));
-        assert_eq!(resolve_tag_mode(TagModeParam::Auto, undirected, "x"), Ok(TagMode::Tag1));
+        assert_eq!(
+            resolve_tag_mode(TagModeParam::Auto, full, "x"),
+            Ok(TagMode::Full)
+        );
+        assert_eq!(
+            resolve_tag_mode(TagModeParam::Auto, none, "x"),
+            Ok(TagMode::Tag1)
+        );
+        assert_eq!(
+            resolve_tag_mode(TagModeParam::Auto, undirected, "x"),
+            Ok(TagMode::Tag1)
+        );
         let forced = TagModeParam::Forced(TagMode::Full);
-        let e = resolve_tag_mode(forced, none, "prov").unwrap_err().to_string();
-        assert!(e.contains("ofi_tag_full") && e.contains("prov") && e.contains("0 bytes"), "{e}");
-        let e = resolve_tag_mode(forced, undirected, "prov").unwrap_err().to_string();
+        let e = resolve_tag_mode(forced, none, "prov")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("ofi_tag_full") && e.contains("prov") && e.contains("0 bytes"),
+            "{e}"
+        );
+        let e = resolve_tag_mode(forced, undirected, "prov")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no FI_DIRECTED_RECV"), "{e}");
         assert_eq!(
             resolve_tag_mode(TagModeParam::Forced(TagMode::Tag2), none, "x"),
