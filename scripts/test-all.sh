@@ -12,6 +12,12 @@ step() { echo "== $* (at $(($(date +%s) - started_at)) s)"; }
 
 need_pkgs=()
 command -v mpiexec.hydra >/dev/null 2>&1 || need_pkgs+=(mpich)
+# libfabric for oxmpi-mtl's ofi MTL tests (loaded at run time: the build
+# does not need it, the tests skip without it); -bin for fi_info and the
+# fi_*pingpong comparisons, -dev for the struct-layout test's headers.
+for p in libfabric1 libfabric-bin libfabric-dev; do
+    dpkg -s $p >/dev/null 2>&1 || need_pkgs+=($p)
+done
 # A TrueType font for oxmpi-bench's PNG plots.
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_pkgs+=(fonts-dejavu-core)
 # Slurm for crates/oxmpi-launch/tests/slurm.rs, which starts its own munged,

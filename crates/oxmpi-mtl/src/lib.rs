@@ -4,13 +4,14 @@
 //! seed 004 ([`tag`]), a simulated MTL ([`sim`]) and the conformance suite
 //! every MTL passes ([`conformance`]).
 //!
-//! The PML `cm` that maps MPI requests onto an MTL, and the `ofi` MTL over
-//! libfabric, are issue 36's next steps; nothing in the stack uses this
-//! crate yet.
+//! The `ofi` MTL over libfabric ([`ofi`], libfabric loaded at run time)
+//! implements the contract on real providers; the PML `cm` that maps MPI
+//! requests onto an MTL is issue 36's next step.
 #![deny(unsafe_code)]
 
 pub mod conformance;
 pub mod mtl;
+pub mod ofi;
 pub mod sim;
 pub mod tag;
 

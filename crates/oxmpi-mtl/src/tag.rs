@@ -21,8 +21,11 @@
 //!
 //! A receive matches with a tag and an ignore mask (`fi_trecv`'s `ignore`):
 //! `MPI_ANY_SOURCE` and `MPI_ANY_TAG` ignore their fields, and the
-//! protocol bits are always ignored, so a synchronous send matches any
-//! receive that its standard form would.
+//! synchronous-send bit is always ignored, so a synchronous send matches
+//! any receive that its standard form would. The acknowledgement bit is
+//! not: an acknowledgement travels through the same tag space on a real
+//! provider and must never match an MPI receive (only the sender's receive
+//! for it, [`Layout::ack_tag`]).
 
 /// How the 62 bits are shared (`mtl_ofi_tag_mode`, once the provider is
 /// chosen: `auto` is resolved by the caller to [`TagMode::Full`] when the
@@ -298,8 +301,9 @@ impl Layout {
 
     /// The tag and ignore mask of a receive on `cid` from `source` (`None`:
     /// any source) with `tag` (`None`: any tag). The protocol bits are
-    /// ignored; in [`TagMode::Full`] a named source is matched by a
-    /// directed receive, not by the tag.
+    /// ignored but for the acknowledgement's (see the module doc); in
+    /// [`TagMode::Full`] a named source is matched by a directed receive,
+    /// not by the tag.
     pub fn recv_match(
         &self,
         cid: u32,
@@ -307,7 +311,7 @@ impl Layout {
         tag: Option<i32>,
     ) -> Result<(u64, u64), TagError> {
         let mut bits = self.check_cid(cid)?;
-        let mut ignore = mask(PROTO_BITS) << self.proto_shift();
+        let mut ignore = self.proto_bits(Proto::Sync);
         match source {
             Some(r) => bits |= self.check_source(r)?,
             None => ignore |= mask(self.src_bits) << self.src_shift(),
@@ -462,6 +466,11 @@ mod tests {
             }
             let ack = l.ack_tag(sync);
             assert_eq!(l.decode(ack).proto, Proto::SyncAck);
+            assert!(
+                !matches(ack, l.recv_match(7, None, None).unwrap()),
+                "{l:?}: an acknowledgement matched an MPI receive"
+            );
+            assert!(matches(ack, (ack, 0)));
         }
     }
 
