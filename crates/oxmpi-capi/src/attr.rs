@@ -419,14 +419,14 @@ pub fn forget(kind: Kind, obj: usize) {
 
 /// The values of the predefined communicator attributes.
 fn predefined_comm_value(s: &crate::state::State, key: c_int) -> Option<*const c_int> {
-    static TAG_UB: c_int = c_int::MAX;
+    static TAG_UB: OnceLock<c_int> = OnceLock::new();
     static HOST: c_int = -3; // MPI_PROC_NULL: no host process
     static IO: c_int = -1; // MPI_ANY_SOURCE: every process can do I/O
     static WTIME_GLOBAL: c_int = 0;
     static UNIVERSE: OnceLock<c_int> = OnceLock::new();
     static APPNUM: OnceLock<c_int> = OnceLock::new();
     Some(match key {
-        TAG_UB_KEY => &TAG_UB,
+        TAG_UB_KEY => TAG_UB.get_or_init(|| s.universe.tag_ub()),
         HOST_KEY => &HOST,
         IO_KEY => &IO,
         WTIME_IS_GLOBAL_KEY => &WTIME_GLOBAL,

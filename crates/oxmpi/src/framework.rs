@@ -80,6 +80,15 @@ pub fn register_params(reg: &mut Registry) -> Result<(), McaError> {
     TcpConfig::register_params(reg)?;
     PmlConfig::register_params(reg)?;
     crate::coll_tuned::CollTuned::register_params(reg)?;
+    // The ofi MTL's parameters (`mtl_ofi_*`), all text, checked when it opens.
+    for (name, default, help) in oxmpi_mtl::ofi::params() {
+        let param = name.strip_prefix("mtl_ofi_").unwrap_or(name);
+        reg.register(
+            mca::ParamSpec::string("mtl", "ofi", param, default)
+                .level(3)
+                .help(help),
+        )?;
+    }
     Ok(())
 }
 
@@ -373,8 +382,14 @@ pub fn select_pml(reg: &Registry) -> Result<PmlPick> {
 fn open_mtl(name: &str, reg: &Registry) -> std::result::Result<Box<dyn Mtl + Send>, String> {
     match name {
         "ofi" => {
-            let _ = reg;
-            Err("not built in".to_string())
+            let names = oxmpi_mtl::ofi::params();
+            let values: Vec<(&str, &str)> = names
+                .iter()
+                .filter_map(|(n, _, _)| Some((*n, reg.get_string(n).ok()?)))
+                .collect();
+            let p = oxmpi_mtl::ofi::OfiParams::from_pairs(values).map_err(|e| e.to_string())?;
+            let m = oxmpi_mtl::ofi::OfiMtl::open(&p).map_err(|e| e.to_string())?;
+            Ok(Box::new(m))
         }
         other => Err(format!("no MTL component {other}")),
     }

@@ -417,6 +417,32 @@ impl<L: Level> Universe<L> {
         self.rt.universe_size
     }
 
+    /// `MPI_TAG_UB`: the largest tag this job's PML carries ([`crate::TAG_UB`]
+    /// under ob1; under cm, what the MTL's tag layout has room for).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// assert!(universe.tag_ub() >= 32767);
+    /// ```
+    pub fn tag_ub(&self) -> i32 {
+        self.rt
+            .pml
+            .with(|o| o.max_tag())
+            .map_or(crate::TAG_UB, |m| m.min(crate::TAG_UB))
+    }
+
+    /// The point-to-point engine in use (`ob1` or `cm`) and what carries
+    /// its messages (the BTLs' names under ob1, the MTL's under cm).
+    ///
+    /// ```no_run
+    /// let universe = oxmpi::initialize().unwrap();
+    /// let (pml, _) = universe.pml_name();
+    /// assert!(pml == "ob1" || pml == "cm");
+    /// ```
+    pub fn pml_name(&self) -> (&'static str, Vec<&'static str>) {
+        self.rt.pml.with(|o| (o.name(), o.btl_names()))
+    }
+
     /// World ranks that share this node (including this one).
     ///
     /// ```no_run

@@ -789,6 +789,12 @@ struct Lane {
 // to the opening thread.
 unsafe impl Send for Endpoint {}
 
+// SAFETY: a completion entry is plain data copied out of the completion
+// queue; its two pointers (the operation's context and buffer) are only
+// compared and converted back to the owner's slot index, never dereferenced
+// through the entry, so moving entries between threads is harmless.
+unsafe impl Send for CqEntry {}
+
 /// Whether an ops table of `size` bytes holds the entry at `offset`.
 fn holds(size: usize, offset: usize) -> bool {
     size >= offset + size_of::<usize>()
