@@ -7,7 +7,7 @@
 //! builds without libfabric's headers or a `-sys` crate, installs and runs
 //! where libfabric is absent ([`OpenError::NotAvailable`], on which the PML
 //! falls back to ob1), and the library is opened once per process. The
-//! binding ([`ffi`], the module's only `unsafe`) mirrors the 1.17 structs
+//! binding (`ofi/ffi.rs`, the module's only `unsafe`) mirrors the 1.17 structs
 //! and calls the `static inline` API through the objects' ops tables.
 //!
 //! **Opening** ([`OfiMtl::open`]): `fi_getinfo` for `FI_TAGGED` with
@@ -59,7 +59,7 @@
 //! `cid % contexts`, sent to the peer's receive context of that number
 //! (`fi_rx_addr`), else context 0.
 
-pub mod ffi;
+mod ffi;
 mod params;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -619,13 +619,11 @@ impl OfiMtl {
             if rc < 0 {
                 let e = CqError {
                     context: 0,
-                    flags: 0,
                     len: 0,
                     data: 0,
                     tag: 0,
                     olen: 0,
                     err: (-rc) as i32,
-                    prov_errno: 0,
                     prov_msg: String::new(),
                 };
                 self.fail_slot(d.ctx(), e);
