@@ -39,8 +39,6 @@ pub const FI_TAGGED: u64 = 1 << 3;
 pub const FI_RECV: u64 = 1 << 10;
 /// `FI_SEND` (`FI_TRANSMIT`).
 pub const FI_SEND: u64 = 1 << 11;
-/// `FI_REMOTE_CQ_DATA` (a completion flag).
-pub const FI_REMOTE_CQ_DATA: u64 = 1 << 17;
 /// `FI_PEEK`.
 pub const FI_PEEK: u64 = 1 << 19;
 /// `FI_SOURCE`.
@@ -661,8 +659,6 @@ pub struct ProvInfo {
     pub domain: String,
     /// `caps`.
     pub caps: u64,
-    /// `mode`.
-    pub mode: u64,
     /// `ep_attr->mem_tag_format`.
     pub mem_tag_format: u64,
     /// `domain_attr->cq_data_size`.
@@ -671,8 +667,6 @@ pub struct ProvInfo {
     pub max_ep_tx_ctx: usize,
     /// `domain_attr->max_ep_rx_ctx`.
     pub max_ep_rx_ctx: usize,
-    /// `tx_attr->inject_size`.
-    pub inject_size: usize,
 }
 
 /// A list `fi_getinfo` returned (freed on drop).
@@ -712,12 +706,11 @@ impl InfoList {
                 // null or point to structs owned by the node.
                 let i = unsafe { &*p };
                 // SAFETY: as above.
-                let (fa, da, ea, ta) = unsafe {
+                let (fa, da, ea) = unsafe {
                     (
                         i.fabric_attr.as_ref(),
                         i.domain_attr.as_ref(),
                         i.ep_attr.as_ref(),
-                        i.tx_attr.as_ref(),
                     )
                 };
                 ProvInfo {
@@ -725,12 +718,10 @@ impl InfoList {
                     fabric: fa.map(|f| cstr(f.name)).unwrap_or_default(),
                     domain: da.map(|d| cstr(d.name)).unwrap_or_default(),
                     caps: i.caps,
-                    mode: i.mode,
                     mem_tag_format: ea.map_or(0, |e| e.mem_tag_format),
                     cq_data_size: da.map_or(0, |d| d.cq_data_size),
                     max_ep_tx_ctx: da.map_or(0, |d| d.max_ep_tx_ctx),
                     max_ep_rx_ctx: da.map_or(0, |d| d.max_ep_rx_ctx),
-                    inject_size: ta.map_or(0, |t| t.inject_size),
                 }
             })
             .collect()
@@ -1289,13 +1280,11 @@ impl Endpoint {
             };
             Some(CqError {
                 context: e.op_context as usize,
-                flags: e.flags,
                 len: e.len,
                 data: e.data,
                 tag: e.tag,
                 olen: e.olen,
                 err: e.err,
-                prov_errno: e.prov_errno,
                 prov_msg: prov,
             })
         }
@@ -1312,8 +1301,6 @@ impl Endpoint {
 pub struct CqError {
     /// The operation's context address.
     pub context: usize,
-    /// Completion flags.
-    pub flags: u64,
     /// Bytes delivered.
     pub len: usize,
     /// Remote CQ data.
@@ -1324,8 +1311,6 @@ pub struct CqError {
     pub olen: usize,
     /// The error (positive `FI_E*`).
     pub err: c_int,
-    /// The provider's own error number.
-    pub prov_errno: c_int,
     /// The provider's description of it.
     pub prov_msg: String,
 }

@@ -7,7 +7,7 @@
 //! builds without libfabric's headers or a `-sys` crate, installs and runs
 //! where libfabric is absent ([`OpenError::NotAvailable`], on which the PML
 //! falls back to ob1), and the library is opened once per process. The
-//! binding ([`ffi`], the module's only `unsafe`) mirrors the 1.17 structs
+//! binding (`ofi/ffi.rs`, the module's only `unsafe`) mirrors the 1.17 structs
 //! and calls the `static inline` API through the objects' ops tables.
 //!
 //! **Opening** ([`OfiMtl::open`]): `fi_getinfo` for `FI_TAGGED` with
@@ -59,7 +59,7 @@
 //! `cid % contexts`, sent to the peer's receive context of that number
 //! (`fi_rx_addr`), else context 0.
 
-pub mod ffi;
+mod ffi;
 mod params;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -182,6 +182,9 @@ enum Slot {
         serial: u32,
         src: u64,
         lane: usize,
+        /// The probe's source address, tag and ignore mask (given again
+        /// with `FI_CLAIM`, as some providers match the claim on them).
+        want: (u64, u64, u64),
     },
     /// The receive of a claimed message.
     ClaimRecv {
@@ -344,13 +347,7 @@ impl OfiMtl {
                 version: format!("{}.{}", lib.version() >> 16, lib.version() & 0xffff),
             });
         }
-        let base = ffi::FI_TAGGED
-            | ffi::FI_SOURCE
-            | if p.enable_sep {
-                ffi::FI_NAMED_RX_CTX
-            } else {
-                0
-            };
+        let base = ffi::FI_TAGGED | ffi::FI_SOURCE;
         let mut found: Vec<String> = Vec::new();
         let mut chosen = None;
         for caps in [base | ffi::FI_DIRECTED_RECV, base] {
@@ -365,11 +362,11 @@ impl OfiMtl {
                 }
             }
             if let Some(i) = provs.iter().position(|pi| p.admits(&pi.prov_name)) {
-                chosen = Some((list, i, provs[i].clone()));
+                chosen = Some((list, i, provs[i].clone(), caps));
                 break;
             }
         }
-        let Some((list, index, prov)) = chosen else {
+        let Some((mut list, mut index, prov, caps)) = chosen else {
             let list = if p.provider_include.is_empty() {
                 format!("mtl_ofi_provider_exclude={}", p.provider_exclude)
             } else {
@@ -398,6 +395,24 @@ impl OfiMtl {
                     prov.prov_name, prov.max_ep_tx_ctx, prov.max_ep_rx_ctx
                 )));
             }
+            // The same provider and domain, with named receive contexts
+            // (`fi_rx_addr`).
+            let named =
+                lib.getinfo(caps | ffi::FI_NAMED_RX_CTX)
+                    .map_err(|code| OpenError::Call {
+                        call: "fi_getinfo".into(),
+                        why: lib.strerror(code),
+                    })?;
+            let Some(i) = named.providers().iter().position(|pi| {
+                (&pi.prov_name, &pi.fabric, &pi.domain)
+                    == (&prov.prov_name, &prov.fabric, &prov.domain)
+            }) else {
+                return Err(OpenError::Unsupported(format!(
+                    "mtl_ofi_enable_sep=1 needs FI_NAMED_RX_CTX, which provider {} does not offer",
+                    prov.prov_name
+                )));
+            };
+            (list, index) = (named, i);
             Some(p.num_ctxts.min(max))
         } else {
             None
@@ -604,13 +619,11 @@ impl OfiMtl {
             if rc < 0 {
                 let e = CqError {
                     context: 0,
-                    flags: 0,
                     len: 0,
                     data: 0,
                     tag: 0,
                     olen: 0,
                     err: (-rc) as i32,
-                    prov_errno: 0,
                     prov_msg: String::new(),
                 };
                 self.fail_slot(d.ctx(), e);
@@ -807,7 +820,7 @@ impl OfiMtl {
 
     fn complete_err(&mut self, e: CqError) {
         let Some(i) = self.slot_of(e.context) else {
-            tracing::warn!("ofi MTL: an error completion for no request of ours");
+            tracing::warn!("ofi MTL: an error completion for no request of ours: {e:?}");
             return;
         };
         self.fail_slot(i, e);
@@ -898,6 +911,11 @@ impl OfiMtl {
             Slot::Peek(_) => {
                 self.slots[i] = Slot::Peek(if e.err == ffi::FI_ENOMSG {
                     PeekState::NotFound
+                } else if e.err == ffi::FI_ETRUNC {
+                    // `shm` answers a probe (no buffer) that found a message
+                    // with a truncation of it.
+                    let (info, _) = self.info(e.tag, e.data, trunc_len(&e, 0), false);
+                    PeekState::Found(info, ffi::FI_ADDR_UNSPEC)
                 } else {
                     PeekState::Failed(msg().to_string())
                 });
@@ -1258,6 +1276,7 @@ impl Mtl for OfiMtl {
         tag: TagSel,
     ) -> Result<Option<(MessageId, RecvInfo)>, MtlError> {
         let lane = self.lane(cid);
+        let ((t, ignore), addr, _) = self.criteria(cid, src, tag)?;
         let Some((i, info, from)) = self.peek(cid, src, tag, ffi::FI_PEEK | ffi::FI_CLAIM)? else {
             return Ok(None);
         };
@@ -1266,6 +1285,7 @@ impl Mtl for OfiMtl {
             serial: self.serial,
             src: from,
             lane,
+            want: (addr, t, ignore),
         };
         Ok(Some((
             MessageId(u64::from(self.serial) << 32 | i as u64),
@@ -1276,13 +1296,13 @@ impl Mtl for OfiMtl {
     fn imrecv(&mut self, msg: MessageId, buf: MemRegion, token: Token) -> Result<(), MtlError> {
         let i = (msg.0 & 0xffff_ffff) as usize;
         let serial = (msg.0 >> 32) as u32;
-        let (src, lane) = match self.slots.get(i) {
+        let (src, lane, want) = match self.slots.get(i) {
             Some(&Slot::Claimed {
                 serial: s,
                 src,
                 lane,
-                ..
-            }) if s == serial => (src, lane),
+                want,
+            }) if s == serial => (src, lane, want),
             _ => return Err(MtlError::UnknownMessage(msg)),
         };
         self.slots[i] = Slot::ClaimRecv {
@@ -1291,11 +1311,17 @@ impl Mtl for OfiMtl {
             lane,
             room: buf.len(),
         };
-        let rc = self.post(|ep| ep.trecvmsg(lane, Some(buf), src, 0, 0, i, ffi::FI_CLAIM));
+        let (addr, t, ignore) = want;
+        let rc = self.post(|ep| ep.trecvmsg(lane, Some(buf), addr, t, ignore, i, ffi::FI_CLAIM));
         if rc < 0 {
             // Still claimed: the caller may try again.
             if let Some(Slot::ClaimRecv { .. }) = self.slots.get(i) {
-                self.slots[i] = Slot::Claimed { serial, src, lane };
+                self.slots[i] = Slot::Claimed {
+                    serial,
+                    src,
+                    lane,
+                    want,
+                };
             }
             return Err(self.provider_err("fi_trecvmsg(FI_CLAIM)", rc));
         }
