@@ -227,4 +227,12 @@ pub trait Mtl {
     /// Advances communication; completions go to `sink`. Returns the
     /// number of events given.
     fn progress(&mut self, sink: &mut dyn MtlSink) -> usize;
+
+    /// Whether the MTL holds operations it accepted but has not handed to
+    /// the network yet (queued for want of resources): `MPI_Finalize`
+    /// progresses until there are none, so that nothing accepted is lost
+    /// when the process exits.
+    fn busy(&self) -> bool {
+        false
+    }
 }

@@ -95,19 +95,22 @@ impl BsendPool {
             ));
         };
         let b = &mut self.bufs[bi];
+        // An empty message holds one byte, so that every live allocation
+        // has its own offset and the list stays sorted without overlaps.
+        let hold = need.max(1);
         let (space, at) = match b.region {
             Some(region) => {
                 // First fit between live allocations.
                 let mut at = 0usize;
                 let mut found = None;
                 for &(off, len) in &b.used {
-                    if off - at >= need {
+                    if off - at >= hold {
                         found = Some(at);
                         break;
                     }
                     at = off + len;
                 }
-                if found.is_none() && region.len() - at >= need {
+                if found.is_none() && region.len() - at >= hold {
                     found = Some(at);
                 }
                 let Some(off) = found else {
@@ -120,9 +123,9 @@ impl BsendPool {
                     ));
                 };
                 let pos = b.used.partition_point(|u| u.0 < off);
-                b.used.insert(pos, (off, need));
+                b.used.insert(pos, (off, hold));
                 let space = region.slice(off, need).expect("inside the attached buffer");
-                (space, (off, need))
+                (space, (off, hold))
             }
             None => {
                 let n = b.serial;
@@ -130,8 +133,8 @@ impl BsendPool {
                 let copy = vec![0u8; need].into_boxed_slice();
                 let space = owned_region(&copy);
                 b.auto.push((n, copy));
-                b.used.push((n, need));
-                (space, (n, need))
+                b.used.push((n, hold));
+                (space, (n, hold))
             }
         };
         Ok((space, BsendSlot { buf: b.id, at }))
@@ -259,6 +262,24 @@ mod tests {
             p.detach_from(BufferScope::Process).unwrap_err().class,
             ErrClass::Pending
         );
+    }
+
+    #[test]
+    fn empty_messages_never_share_space_with_others() {
+        let mem = vec![0u8; 64];
+        let mut p = BsendPool::default();
+        p.attach_to(BufferScope::Process, Some(region(&mem)))
+            .unwrap();
+        let mut live: Vec<(usize, usize)> = Vec::new();
+        for need in [0usize, 1, 0, 7, 0, 8] {
+            let (r, _) = p.alloc(0, need).unwrap();
+            assert_eq!(r.len(), need);
+            let (a, n) = (r.addr() - mem.as_ptr() as usize, need.max(1));
+            for &(b, m) in &live {
+                assert!(a + n <= b || b + m <= a, "[{a}, +{n}) overlaps [{b}, +{m})");
+            }
+            live.push((a, n));
+        }
     }
 
     #[test]

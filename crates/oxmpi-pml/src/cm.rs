@@ -869,24 +869,13 @@ impl<M: ?Sized + Mtl> Cm<M> {
         self.live().filter(|q| q.active && !q.done).count()
     }
 
-    /// The active requests `MPI_Finalize` still waits for: sends that are
-    /// not synchronous (a synchronous send, like a posted receive, waits
-    /// for a matching call that may never come, and is abandoned as ob1
-    /// and MPICH abandon it).
+    /// The active requests `MPI_Finalize` waits for before its barrier:
+    /// none. An MTL cannot tell a send that waits for its match (which may
+    /// never come, and is abandoned as ob1 and MPICH abandon it) from one
+    /// whose data is on its way; the barrier's progress moves the latter,
+    /// and [`Cm::has_work`] drains what the MTL still holds.
     pub fn finalize_waits_for(&self) -> usize {
-        self.live()
-            .filter(|q| {
-                q.active
-                    && !q.done
-                    && matches!(
-                        q.op,
-                        Op::Send {
-                            mode: SendMode::Standard | SendMode::Ready | SendMode::Buffered,
-                            ..
-                        }
-                    )
-            })
-            .count()
+        0
     }
 
     /// Whether any world rank has been reported lost.
@@ -917,9 +906,10 @@ impl<M: ?Sized + Mtl> Cm<M> {
         self.dead.get(peer as usize)?.as_deref()
     }
 
-    /// Whether requests are in flight (finalize drains them).
+    /// Whether the MTL still holds operations it has not handed to the
+    /// network (finalize drains them).
     pub fn has_work(&self) -> bool {
-        self.live().any(|q| q.internal.is_some() && !q.done)
+        self.mtl.busy()
     }
 
     /// Closes the MTL's use (end of finalize): every peer then counts as

@@ -249,9 +249,13 @@ impl<B: ?Sized + Btl> Engine<B> {
         self.ob1().map_or(0, Ob1::sendi_limit)
     }
 
-    /// [`Ob1::peer_btls`]; `None` under cm.
+    /// [`Ob1::peer_btls`]; under cm, the MTL (which reaches every peer)
+    /// and no RDMA.
     pub fn peer_btls(&self, peer: u32) -> Option<(Vec<&'static str>, Vec<&'static str>)> {
-        self.ob1()?.peer_btls(peer)
+        match self {
+            Engine::Ob1(o) => o.peer_btls(peer),
+            Engine::Cm(c) => (peer < c.size()).then(|| (vec![c.mtl_name()], Vec::new())),
+        }
     }
 
     /// [`Ob1::btl_names`]; the MTL's name under cm.

@@ -428,7 +428,7 @@ impl<L: Level> Universe<L> {
         self.rt
             .pml
             .with(|o| o.max_tag())
-            .map_or(crate::TAG_UB, |m| m.min(crate::TAG_UB))
+            .unwrap_or(crate::TAG_UB)
     }
 
     /// The point-to-point engine in use (`ob1` or `cm`) and what carries

@@ -1049,6 +1049,10 @@ impl OfiMtl {
 }
 
 impl Mtl for OfiMtl {
+    fn busy(&self) -> bool {
+        !self.deferred.is_empty() || !self.pending_acks.is_empty()
+    }
+
     fn name(&self) -> &'static str {
         "ofi"
     }
