@@ -83,11 +83,27 @@ pub fn register_params(reg: &mut Registry) -> Result<(), McaError> {
     // The ofi MTL's parameters (`mtl_ofi_*`), all text, checked when it opens.
     for (name, default, help) in oxmpi_mtl::ofi::params() {
         let param = name.strip_prefix("mtl_ofi_").unwrap_or(name);
-        reg.register(
-            mca::ParamSpec::string("mtl", "ofi", param, default)
-                .level(3)
-                .help(help),
-        )?;
+        // Typed where the MTL's parser is (it parses the text again when it
+        // opens); the provider lists are what users set (level 1, as Open
+        // MPI's).
+        let spec = match param {
+            "tag_mode" => mca::ParamSpec::enumeration(
+                "mtl",
+                "ofi",
+                param,
+                &["auto", "ofi_tag_1", "ofi_tag_2", "ofi_tag_full"],
+                default,
+            ),
+            "enable_sep" | "thread_grouping" => {
+                mca::ParamSpec::bool("mtl", "ofi", param, default == "1")
+            }
+            "progress_event_cnt" | "num_ctxts" => {
+                mca::ParamSpec::int("mtl", "ofi", param, default.parse().unwrap_or(1))
+            }
+            _ => mca::ParamSpec::string("mtl", "ofi", param, default),
+        };
+        let level = if param.starts_with("provider_") { 1 } else { 3 };
+        reg.register(spec.level(level).help(help))?;
     }
     Ok(())
 }
@@ -382,12 +398,20 @@ pub fn select_pml(reg: &Registry) -> Result<PmlPick> {
 fn open_mtl(name: &str, reg: &Registry) -> std::result::Result<Box<dyn Mtl + Send>, String> {
     match name {
         "ofi" => {
-            let names = oxmpi_mtl::ofi::params();
-            let values: Vec<(&str, &str)> = names
-                .iter()
-                .filter_map(|(n, _, _)| Some((*n, reg.get_string(n).ok()?)))
+            let values: Vec<(&str, String)> = oxmpi_mtl::ofi::params()
+                .into_iter()
+                .filter_map(|(n, _, _)| {
+                    let v = match reg.param(n)?.value() {
+                        mca::Value::Bool(b) => u8::from(*b).to_string(),
+                        v => v.to_string(),
+                    };
+                    Some((n, v))
+                })
                 .collect();
-            let p = oxmpi_mtl::ofi::OfiParams::from_pairs(values).map_err(|e| e.to_string())?;
+            let p = oxmpi_mtl::ofi::OfiParams::from_pairs(
+                values.iter().map(|(n, v)| (*n, v.as_str())),
+            )
+            .map_err(|e| e.to_string())?;
             let m = oxmpi_mtl::ofi::OfiMtl::open(&p).map_err(|e| e.to_string())?;
             Ok(Box::new(m))
         }
