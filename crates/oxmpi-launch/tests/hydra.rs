@@ -146,7 +146,10 @@ impl TwoHosts {
     }
 
     fn create() -> Result<TwoHosts, String> {
-        let tag = std::process::id();
+        // Unique per process and per test (tests run in parallel threads).
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = format!("{}x{n}", std::process::id());
         let names = [format!("oxhy{tag}a"), format!("oxhy{tag}b")];
         Self::ip(&["netns", "add", &names[0]])?;
         let hosts = TwoHosts {
@@ -162,6 +165,27 @@ impl TwoHosts {
             Self::ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
             Self::ip(&["-n", ns, "link", "set", dev, "up"])?;
             Self::ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        // A host is up once its addresses are: the IPv6 link-local address
+        // stays tentative (duplicate address detection) for a second or
+        // two, and a job started meanwhile on libfabric's tcp;ofi_rxm can
+        // see its first connection fail for good (the provider retries the
+        // send for ever without reporting it).
+        for (ns, dev) in [(a, "h0"), (b, "h1")] {
+            let t0 = std::time::Instant::now();
+            loop {
+                let out = Command::new("ip")
+                    .args(["-n", ns, "-6", "addr", "show", "dev", dev, "tentative"])
+                    .output()
+                    .map_err(|e| format!("ip: {e}"))?;
+                if out.stdout.is_empty() {
+                    break;
+                }
+                if t0.elapsed() > std::time::Duration::from_secs(10) {
+                    return Err(format!("{dev} in {ns} still has tentative addresses"));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
         }
         Ok(hosts)
     }
@@ -184,24 +208,28 @@ impl Drop for TwoHosts {
 /// transport, and the PML counted bytes both ways). Needs root and `ip`;
 /// otherwise it says why and passes without running (in CI, where both
 /// are there, a failure).
-#[test]
-fn hydra_two_hosts_sm_inside_tcp_across() {
-    if setup().is_none() {
-        return;
-    }
+/// Runs the `transports` example on two hosts (network namespaces,
+/// `per_host` ranks each) under Hydra, with `env` for every rank; `None`
+/// (having said why) where that cannot run.
+fn two_hosts(test: &str, per_host: u32, env: &[(&str, &str)]) -> Option<common::Out> {
+    setup()?;
     let skip = |why: String| {
         assert!(
             std::env::var_os("CI").is_none(),
             "hydra two-host test cannot run in CI: {why}"
         );
-        eprintln!("\n*** SKIPPED hydra_two_hosts_sm_inside_tcp_across: {why} ***\n");
+        eprintln!("\n*** SKIPPED {test}: {why} ***\n");
     };
     if !rustix::process::geteuid().is_root() {
-        return skip("not running as root (network namespaces)".into());
+        skip("not running as root (network namespaces)".into());
+        return None;
     }
     let hosts = match TwoHosts::create() {
         Ok(h) => h,
-        Err(e) => return skip(format!("cannot create network namespaces: {e}")),
+        Err(e) => {
+            skip(format!("cannot create network namespaces: {e}"));
+            return None;
+        }
     };
     let dir = common::tempdir();
     let ssh = dir.join("ssh");
@@ -227,21 +255,39 @@ fn hydra_two_hosts_sm_inside_tcp_across() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let host_list = format!("{}:2,{}:2", TwoHosts::ADDRS[0], TwoHosts::ADDRS[1]);
+    let host_list = format!(
+        "{}:{per_host},{}:{per_host}",
+        TwoHosts::ADDRS[0],
+        TwoHosts::ADDRS[1]
+    );
+    let np = (2 * per_host).to_string();
     let out = common::run_with(
         Command::new("ip")
             .args(["netns", "exec", &hosts.names[0], HYDRA])
             .args(["-launcher", "ssh", "-launcher-exec"])
             .arg(&ssh)
-            .args(["-hosts", &host_list, "-n", "4"])
+            .args(["-hosts", &host_list, "-n", &np])
             .arg(common::example("transports"))
             // Hydra's own temporary files land here.
             .env("TMPDIR", &dir)
+            .envs(env.iter().copied())
             .env_remove("PMI_FD")
             .env_remove("PMI_PORT"),
     );
     drop(hosts);
     let _ = std::fs::remove_dir_all(&dir);
+    Some(out)
+}
+
+/// Two hosts under Hydra (see [`two_hosts`]). Each rank of the
+/// `transports` example reports which BTL carried its traffic to each
+/// peer: sm inside a host, tcp across (the BML's send list names one
+/// transport, and the PML counted bytes both ways).
+#[test]
+fn hydra_two_hosts_sm_inside_tcp_across() {
+    let Some(out) = two_hosts("hydra_two_hosts_sm_inside_tcp_across", 2, &[]) else {
+        return;
+    };
     assert_eq!(out.code, 0, "hydra across two hosts: {out:?}");
     common::assert_world(&out.stdout, 4, "hydra across two hosts");
     let reports = common::parse_transports(&out.stdout);
@@ -253,6 +299,42 @@ fn hydra_two_hosts_sm_inside_tcp_across() {
             assert!(
                 via == want && *sent > 0 && *recvd > 0,
                 "rank {} to {p}: via {via} (want {want}), {sent} bytes sent, {recvd} received\n{}",
+                r.rank,
+                out.stdout
+            );
+        }
+    }
+}
+
+/// Two hosts, one rank each, on the PML cm over the ofi MTL's tcp
+/// provider: the peer across is reached through the MTL, and bytes went
+/// both ways. Skipped (saying why) where libfabric is not installed. (One
+/// rank per host: cm has no doorbell to sleep on, so oversubscribed ranks
+/// that Hydra puts in sessions of their own wait by timed sleeps, about 4
+/// ms per ring hop at 2 ranks per core.)
+#[test]
+fn hydra_two_hosts_pml_cm_over_ofi_tcp() {
+    let env = [
+        ("OXMPI_MCA_pml", "cm"),
+        ("OXMPI_MCA_mtl_ofi_provider_include", "tcp"),
+    ];
+    let Some(out) = two_hosts("hydra_two_hosts_pml_cm_over_ofi_tcp", 1, &env) else {
+        return;
+    };
+    if out.stderr.contains("libfabric is not available") {
+        eprintln!("skipped: libfabric is not installed");
+        return;
+    }
+    assert_eq!(out.code, 0, "hydra across two hosts on pml cm: {out:?}");
+    common::assert_world(&out.stdout, 2, "hydra across two hosts, cm");
+    let reports = common::parse_transports(&out.stdout);
+    assert_eq!(reports.len(), 2, "{}", out.stdout);
+    for r in &reports {
+        assert_eq!(r.peers.len(), 1, "{r:?}");
+        for (p, via, sent, recvd) in &r.peers {
+            assert!(
+                via == "ofi" && *sent > 0 && *recvd > 0,
+                "rank {} to {p}: via {via} (want ofi), {sent} bytes sent, {recvd} received\n{}",
                 r.rank,
                 out.stdout
             );

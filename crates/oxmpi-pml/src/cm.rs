@@ -21,8 +21,7 @@
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_match::{Envelope, Source, Tag};
 use oxmpi_mtl::mtl::{
-    Event, MessageId, Mtl, MtlError, Outcome, SendMode as MtlMode, Source as MtlSource, TagSel,
-    Token,
+    Event, Mtl, MtlError, Outcome, SendMode as MtlMode, Source as MtlSource, TagSel, Token,
 };
 
 use crate::bsend::{BsendPool, BsendSlot, BufferScope};
@@ -51,7 +50,10 @@ enum Op {
         src: Source,
         tag: Tag,
     },
-    /// The receive of a message claimed by a matched probe.
+    /// The receive of a message taken by a matched probe, into staging
+    /// until `MPI_Imrecv` names the user's buffer.
+    Claimed,
+    /// That receive once `MPI_Imrecv` gave it the user's buffer.
     Mrecv,
 }
 
@@ -71,6 +73,8 @@ struct Req {
     user_freed: bool,
     /// An internal buffered send: the attached buffer's space it holds.
     internal: Option<BsendSlot>,
+    /// A claimed receive's completion that arrived before `MPI_Imrecv`.
+    held: Option<oxmpi_mtl::mtl::RecvInfo>,
     status: Status,
 }
 
@@ -88,8 +92,9 @@ pub struct Cm<M: ?Sized + Mtl = dyn Mtl + Send> {
     comms: Vec<Option<CommMap>>,
     slots: Vec<Slot>,
     free: Vec<u32>,
-    /// Matched-probe messages not received yet, by `Message` slot.
-    claimed: Vec<Option<MessageId>>,
+    /// The receives of matched-probe messages not yet given to
+    /// `MPI_Imrecv`, by `Message` slot.
+    claimed: Vec<Option<ReqRef>>,
     events: Vec<Event>,
     bsend: BsendPool,
     dead: Vec<Option<String>>,
@@ -330,6 +335,7 @@ impl<M: ?Sized + Mtl> Cm<M> {
             done: false,
             user_freed: false,
             internal: None,
+            held: None,
             status: Status::default(),
         })
     }
@@ -443,7 +449,9 @@ impl<M: ?Sized + Mtl> Cm<M> {
         match q.op {
             Op::Send { dst, tag, mode } => self.start_send(r, ctx, dst, tag, mode),
             Op::Recv { src, tag } => self.start_recv(r, ctx, src, tag),
-            Op::Mrecv => Err(err(ErrClass::Request, "a matched receive cannot restart")),
+            Op::Claimed | Op::Mrecv => {
+                Err(err(ErrClass::Request, "a matched receive cannot restart"))
+            }
         }
     }
 
@@ -536,6 +544,7 @@ impl<M: ?Sized + Mtl> Cm<M> {
             done: false,
             user_freed: false,
             internal: Some(slot),
+            held: None,
             status: Status::default(),
         });
         if let Err(e) = self.mtl.isend(
@@ -656,7 +665,34 @@ impl<M: ?Sized + Mtl> Cm<M> {
             }
         }
         let q = self.get_mut(r).expect("live");
-        match e.outcome {
+        if matches!(q.op, Op::Claimed) {
+            // No user buffer yet: keep the data in staging for MPI_Imrecv.
+            match e.outcome {
+                Outcome::Received(info) => q.held = Some(info),
+                Outcome::Cancelled | Outcome::Sent => {}
+                Outcome::Failed(ref f) => {
+                    let pe = mtl_err(f);
+                    q.status.error = Some(pe.class);
+                    q.status.detail = crate::error::reasons::record(&pe.msg);
+                    q.held = Some(oxmpi_mtl::mtl::RecvInfo {
+                        source: 0,
+                        tag: 0,
+                        len: 0,
+                        truncated: false,
+                    });
+                }
+            }
+            return;
+        }
+        self.finish_recv(r, e.outcome);
+    }
+
+    /// Ends request `r` with the MTL's `outcome` for it.
+    fn finish_recv(&mut self, r: ReqRef, outcome: Outcome) {
+        let Some(q) = self.get_mut(r) else {
+            return;
+        };
+        match outcome {
             Outcome::Sent => {}
             Outcome::Received(info) => {
                 let cap = q.buf.len();
@@ -794,8 +830,17 @@ impl<M: ?Sized + Mtl> Cm<M> {
         }))
     }
 
-    /// `MPI_Improbe`: claims the earliest matching message. `Ok(Some(None))`
-    /// is the `MPI_PROC_NULL` case (`MPI_MESSAGE_NO_PROC`).
+    /// `MPI_Improbe`: takes the earliest matching message out of matching.
+    /// `Ok(Some(None))` is the `MPI_PROC_NULL` case (`MPI_MESSAGE_NO_PROC`).
+    ///
+    /// The message is found with the MTL's probe and taken at once by a
+    /// receive of its exact source and tag into a staging copy of its
+    /// length (the earliest message of that source and tag is the one the
+    /// probe found: any earlier one would have matched the probe first),
+    /// which `MPI_Imrecv` later hands to the user's buffer. This works on
+    /// every MTL, where a provider's claim (`FI_CLAIM`) may not: libfabric
+    /// 1.17's `tcp;ofi_rxm` never completes a claimed receive of a message
+    /// sent by rendezvous.
     #[inline(never)]
     pub fn improbe(
         &mut self,
@@ -807,13 +852,39 @@ impl<M: ?Sized + Mtl> Cm<M> {
             return Ok(Some(None));
         };
         self.progress();
-        let Some((m, info)) = self
+        let Some(info) = self
             .mtl
-            .improbe(u32::from(ctx), source, tag_sel(tag))
+            .iprobe(u32::from(ctx), source, tag_sel(tag))
             .map_err(|e| mtl_err(&e))?
         else {
             return Ok(None);
         };
+        let peer = self.peer_of(ctx, info.source)?;
+        let copy = vec![0u8; info.len].into_boxed_slice();
+        let region = staging_region(&copy);
+        let r = self.new_req(
+            Op::Claimed,
+            ctx,
+            Buffer::Contig(oxmpi_btl::mem::MemRegion::EMPTY),
+            false,
+        );
+        let q = self.get_mut(r).expect("just made");
+        q.staging = Some(copy);
+        q.active = true;
+        let exact = MtlSource::Rank {
+            rank: info.source,
+            peer,
+        };
+        if let Err(e) = self.mtl.irecv(
+            u32::from(ctx),
+            exact,
+            TagSel::Value(info.tag),
+            region,
+            token(r),
+        ) {
+            self.release(r);
+            return Err(mtl_err(&e));
+        }
         let slot = match self.claimed.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
@@ -821,7 +892,7 @@ impl<M: ?Sized + Mtl> Cm<M> {
                 self.claimed.len() - 1
             }
         };
-        self.claimed[slot] = Some(m);
+        self.claimed[slot] = Some(r);
         Ok(Some(Some(Message::new(
             ctx,
             Envelope {
@@ -834,22 +905,26 @@ impl<M: ?Sized + Mtl> Cm<M> {
         ))))
     }
 
-    /// `MPI_Imrecv`: receives a message claimed by [`Cm::improbe`].
+    /// `MPI_Imrecv`: receives a message taken by [`Cm::improbe`] into `buf`.
     #[inline(never)]
     pub fn imrecv(&mut self, buf: Buffer, msg: Message) -> Result<ReqId, PmlError> {
-        let (ctx, slot) = msg.parts();
-        let m = self
+        let (_, slot) = msg.parts();
+        let r = self
             .claimed
             .get_mut(slot as usize)
             .and_then(Option::take)
             .ok_or_else(|| err(ErrClass::Request, "not a matched message of this process"))?;
-        let r = self.new_req(Op::Mrecv, ctx, buf, false);
-        let q = self.get_mut(r).expect("just made");
-        q.active = true;
-        let region = self.region_for(r, false);
-        if let Err(e) = self.mtl.imrecv(m, region, token(r)) {
-            self.release(r);
-            return Err(mtl_err(&e));
+        let q = self
+            .get_mut(r)
+            .ok_or_else(|| err(ErrClass::Request, "not a matched message of this process"))?;
+        q.op = Op::Mrecv;
+        q.buf = buf;
+        if let Some(info) = q.held.take() {
+            if q.status.error.is_some() {
+                self.complete(r);
+            } else {
+                self.finish_recv(r, Outcome::Received(info));
+            }
         }
         Ok(ReqId::of(r))
     }

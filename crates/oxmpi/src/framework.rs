@@ -408,10 +408,9 @@ fn open_mtl(name: &str, reg: &Registry) -> std::result::Result<Box<dyn Mtl + Sen
                     Some((n, v))
                 })
                 .collect();
-            let p = oxmpi_mtl::ofi::OfiParams::from_pairs(
-                values.iter().map(|(n, v)| (*n, v.as_str())),
-            )
-            .map_err(|e| e.to_string())?;
+            let p =
+                oxmpi_mtl::ofi::OfiParams::from_pairs(values.iter().map(|(n, v)| (*n, v.as_str())))
+                    .map_err(|e| e.to_string())?;
             let m = oxmpi_mtl::ofi::OfiMtl::open(&p).map_err(|e| e.to_string())?;
             Ok(Box::new(m))
         }

@@ -425,10 +425,7 @@ impl<L: Level> Universe<L> {
     /// assert!(universe.tag_ub() >= 32767);
     /// ```
     pub fn tag_ub(&self) -> i32 {
-        self.rt
-            .pml
-            .with(|o| o.max_tag())
-            .unwrap_or(crate::TAG_UB)
+        self.rt.pml.with(|o| o.max_tag()).unwrap_or(crate::TAG_UB)
     }
 
     /// The point-to-point engine in use (`ob1` or `cm`) and what carries
