@@ -160,7 +160,7 @@ fn param_filter_errors() {
     let e = run(&Sources::new(), &["--param", "coll", "all"]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "unknown framework \"coll\" (known: btl, pml, pmi, mpi)"
+        "unknown framework \"coll\" (known: btl, pml, mtl, pmi, mpi)"
     );
     let e = run(&Sources::new(), &["--param", "btl", "ofi"]).unwrap_err();
     assert_eq!(
@@ -190,10 +190,12 @@ fn human_output() {
     let want = [
         concat!("                 Package: oxmpi ", env!("CARGO_PKG_VERSION")),
         concat!("                   oxmpi: ", env!("CARGO_PKG_VERSION")),
-        "              Frameworks: btl, pml, pmi, mpi",
+        "              Frameworks: btl, pml, mtl, pmi, mpi",
         "          Parameter file: /etc/x.conf",
         concat!("                 MCA btl: self (v", env!("CARGO_PKG_VERSION"), ")"),
         concat!("                 MCA pml: ob1 (v", env!("CARGO_PKG_VERSION"), ")"),
+        concat!("                 MCA pml: cm (v", env!("CARGO_PKG_VERSION"), ")"),
+        concat!("                 MCA mtl: ofi (v", env!("CARGO_PKG_VERSION"), ")"),
         "                 MCA btl: parameter \"btl\" (current value: \"sm,self\", data source: command line, level: 1 user/basic, type: selection)",
         "                          Valid components: self, sm, tcp",
         "                          Selected: sm, self",

@@ -352,7 +352,7 @@ impl PmlPick {
 /// (`pml` names it, or is left to choose) and an MTL of the `mtl`
 /// selection opens with a usable provider; ob1 otherwise. cm named alone
 /// with no MTL that opens is an error that says why each one did not.
-/// (Every rank chooses alone; [`check_same_pml`] then makes sure they
+/// (Every rank chooses alone; `check_same_pml` then makes sure they
 /// agree.)
 ///
 /// ```
