@@ -21,8 +21,8 @@
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_match::{Envelope, Source, Tag};
 use oxmpi_mtl::mtl::{
-    Event, MessageId, Mtl, MtlError, Outcome, SendMode as MtlMode, Source as MtlSource, TagSel,
-    Token,
+    Event, MessageId, Mtl, MtlError, Outcome, Posted, SendMode as MtlMode, Source as MtlSource,
+    TagSel, Token,
 };
 
 use crate::bsend::{BsendPool, BsendSlot, BufferScope};
@@ -360,6 +360,15 @@ impl<M: ?Sized + Mtl> Cm<M> {
             self.release(r.0);
             return Err(e);
         }
+        // Complete inside the call (the MTL injected it, or a buffered
+        // send's copy): no request to keep, as ob1's immediate send.
+        if let Some(q) = self.get(r.0) {
+            if q.done && q.status.error.is_none() && q.status.bytes <= u32::MAX as usize {
+                let (bytes, tag) = (q.status.bytes, q.status.tag);
+                self.release(r.0);
+                return Ok(ReqId::sent_inline(bytes, tag));
+            }
+        }
         Ok(r)
     }
 
@@ -433,7 +442,9 @@ impl<M: ?Sized + Mtl> Cm<M> {
         let q = self
             .get_mut(r)
             .ok_or_else(|| err(ErrClass::Request, "invalid request"))?;
-        if q.active && !q.done {
+        // Active until a test or wait completes it, even when already done
+        // (a send the MTL completed inside its call), as in ob1.
+        if q.active {
             return Err(err(ErrClass::Request, "the request is already active"));
         }
         q.active = true;
@@ -495,12 +506,24 @@ impl<M: ?Sized + Mtl> Cm<M> {
         let st = &mut self.get_mut(r).expect("live").status;
         st.bytes = len;
         st.tag = tag;
-        self.mtl
+        match self
+            .mtl
             .isend(u32::from(ctx), peer, rank, tag, region, mmode, token(r))
-            .map_err(|e| {
+        {
+            Ok(Posted::Pending) => Ok(()),
+            // No event will come: complete now.
+            Ok(Posted::Done) => {
+                if let Some(q) = self.get_mut(r) {
+                    q.staging = None;
+                }
+                self.complete(r);
+                Ok(())
+            }
+            Err(e) => {
                 self.get_mut(r).expect("live").active = false;
-                mtl_err(&e)
-            })
+                Err(mtl_err(&e))
+            }
+        }
     }
 
     /// A buffered send: the message is packed into the attached buffer and
@@ -538,7 +561,7 @@ impl<M: ?Sized + Mtl> Cm<M> {
             internal: Some(slot),
             status: Status::default(),
         });
-        if let Err(e) = self.mtl.isend(
+        match self.mtl.isend(
             u32::from(ctx),
             peer,
             rank,
@@ -547,10 +570,15 @@ impl<M: ?Sized + Mtl> Cm<M> {
             MtlMode::Buffered,
             token(ir),
         ) {
-            self.bsend.release(slot);
-            self.release(ir);
-            self.get_mut(r).expect("live").active = false;
-            return Err(mtl_err(&e));
+            Ok(Posted::Pending) => {}
+            // The copy is the provider's already: its space is free.
+            Ok(Posted::Done) => self.complete(ir),
+            Err(e) => {
+                self.bsend.release(slot);
+                self.release(ir);
+                self.get_mut(r).expect("live").active = false;
+                return Err(mtl_err(&e));
+            }
         }
         self.counters.buffered += 1;
         let q = self.get_mut(r).expect("live");
@@ -631,12 +659,14 @@ impl<M: ?Sized + Mtl> Cm<M> {
     /// One progress pass: the MTL's completions end their requests.
     #[inline(never)]
     pub fn progress(&mut self) -> usize {
-        let mut events = std::mem::take(&mut self.events);
-        let n = self.mtl.progress(&mut events);
-        for e in events.drain(..) {
-            self.on_event(e);
+        let n = self.mtl.progress(&mut self.events);
+        if n > 0 {
+            let mut events = std::mem::take(&mut self.events);
+            for e in events.drain(..) {
+                self.on_event(e);
+            }
+            self.events = events;
         }
-        self.events = events;
         n
     }
 
