@@ -14,7 +14,9 @@
 //! the edges of [`Mtl::limits`] and errors one past them, at the call;
 //! unknown peers and communicators refused; a dead peer failing the
 //! requests that need it; exactly one event per request (a send that
-//! completed inside its call counting as its event).
+//! completed inside its call counting as its event); [`Mtl::inject`]
+//! delivering in order with later sends, and refusing (sending nothing)
+//! what it cannot take.
 
 use std::collections::HashMap;
 
@@ -198,6 +200,7 @@ pub fn run_all<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     edges_of_the_limits(make);
     unknowns(make);
     dead_peer(make);
+    inject(make);
 }
 
 fn sizes_and_content<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
@@ -628,4 +631,78 @@ fn dead_peer<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
         "live peer",
     );
     assert_eq!(i.source, 1, "{name}");
+}
+
+fn inject<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
+    let mut j = make(2, &[0]);
+    let name = j.eps[0].name();
+    let lim = j.eps[0].inject_limit();
+    let a = pattern(lim.min(64), 14);
+    if lim == 0 {
+        assert!(
+            !j.eps[0].inject(0, 1, 0, 3, region(&a)),
+            "{name}: an inject past a limit of 0"
+        );
+        return;
+    }
+    // No room yet (a connection being set up) is a refusal: try again.
+    let mut went = false;
+    for _ in 0..1000 {
+        if j.eps[0].inject(0, 1, 0, 3, region(&a)) {
+            went = true;
+            break;
+        }
+        j.round();
+    }
+    assert!(went, "{name}: inject of {} bytes never went", a.len());
+    let b = pattern(100, 15);
+    j.isend(0, 0, 1, 0, 3, region(&b), SendMode::Standard, Token(1))
+        .unwrap();
+    let (d1, d2) = (vec![0u8; 100], vec![0u8; 100]);
+    j.eps[1]
+        .irecv(0, from(0), TagSel::Value(3), region(&d1), Token(1))
+        .unwrap();
+    j.eps[1]
+        .irecv(0, from(0), TagSel::Value(3), region(&d2), Token(2))
+        .unwrap();
+    let i1 = received(j.wait("injected", 1, Token(1)), "injected");
+    let i2 = received(j.wait("after the inject", 1, Token(2)), "after");
+    assert_eq!(
+        (i1.len, &d1[..a.len()], i2.len, &d2[..]),
+        (a.len(), &a[..], 100, &b[..]),
+        "{name}: an injected message and the send after it"
+    );
+    assert_eq!(j.wait("the send after", 0, Token(1)), Outcome::Sent);
+    // What it cannot take it refuses, sending nothing.
+    let long = pattern(lim + 1, 16);
+    let lim_tag = j.eps[0].limits().max_tag;
+    assert!(
+        !j.eps[0].inject(0, 1, 0, 3, region(&long)),
+        "{name}: too long"
+    );
+    assert!(
+        !j.eps[0].inject(0, 7, 0, 3, region(&a)),
+        "{name}: unknown peer"
+    );
+    assert!(
+        !j.eps[0].inject(4, 1, 0, 3, region(&a)),
+        "{name}: unknown comm"
+    );
+    if lim_tag < i32::MAX {
+        assert!(
+            !j.eps[0].inject(0, 1, 0, lim_tag + 1, region(&a)),
+            "{name}: a tag past the field"
+        );
+    }
+    let d3 = vec![0u8; 8];
+    j.eps[1]
+        .irecv(0, Source::Any, TagSel::Any, region(&d3), Token(3))
+        .unwrap();
+    j.settle();
+    assert!(
+        j.outcome(1, Token(3)).is_none(),
+        "{name}: a refused inject delivered a message"
+    );
+    assert!(j.eps[1].cancel(Token(3)), "{name}: cancel");
+    j.settle();
 }

@@ -210,6 +210,22 @@ pub trait Mtl {
         token: Token,
     ) -> Result<Posted, MtlError>;
 
+    /// The longest message [`Mtl::inject`] takes (0: it takes none).
+    fn inject_limit(&self) -> usize {
+        0
+    }
+
+    /// Sends `data` (at most [`Mtl::inject_limit`] bytes) in standard mode,
+    /// as [`Mtl::isend`] does, but only if it completes inside the call (as
+    /// `fi_tinject`): no request, no token, no event. `false` has sent
+    /// nothing and reports nothing (an unknown peer or communicator, a field
+    /// that does not fit, no room now): the caller then sends as usual,
+    /// which reports any error.
+    fn inject(&mut self, cid: u32, peer: u32, rank: u32, tag: i32, data: MemRegion) -> bool {
+        let _ = (cid, peer, rank, tag, data);
+        false
+    }
+
     /// Posts a receive into `buf`.
     fn irecv(
         &mut self,

@@ -452,6 +452,33 @@ impl Mtl for SimMtl {
         Ok(Posted::Pending)
     }
 
+    fn inject_limit(&self) -> usize {
+        self.inject.unwrap_or(0)
+    }
+
+    fn inject(&mut self, cid: u32, peer: u32, rank: u32, tag: i32, data: MemRegion) -> bool {
+        if !self.inject.is_some_and(|n| data.len() <= n)
+            || self.check_comm(cid).is_err()
+            || self.check_peer(peer).is_err()
+            || self.net.borrow().dead.contains(&peer)
+        {
+            return false;
+        }
+        let Ok(t) = self.layout.send_tag(cid, rank, tag, Proto::Plain) else {
+            return false;
+        };
+        self.put(
+            peer,
+            Wire {
+                from: self.me,
+                tag: t,
+                data: rank,
+                bytes: data.read().to_vec(),
+            },
+        );
+        true
+    }
+
     fn irecv(
         &mut self,
         cid: u32,

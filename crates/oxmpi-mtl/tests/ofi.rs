@@ -2,7 +2,9 @@
 //! conformance suite on each provider that opens with `FI_TAGGED` and
 //! `FI_EP_RDM`, in each tag mode, and the errors of `OfiMtl::open`.
 //! Skipped (with a printed reason) where libfabric is not installed or a
-//! provider is absent.
+//! provider is absent. `OXMPI_TEST_OFI_LIBRARY=/path/libfabric.so.1` runs
+//! them on another libfabric (`mtl_ofi_library`), such as the 2.x that
+//! MPICH's wheels bundle.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +13,10 @@ use oxmpi_mtl::ofi::{OfiMtl, OfiParams, OpenError, PeerFailures};
 use oxmpi_mtl::Mtl;
 
 fn params(pairs: &[(&str, &str)]) -> OfiParams {
-    OfiParams::from_pairs(pairs.iter().copied()).expect("parameters")
+    let lib = std::env::var("OXMPI_TEST_OFI_LIBRARY").ok();
+    let lib = lib.iter().map(|l| ("mtl_ofi_library", l.as_str()));
+    // Later pairs win: a test's own library setting stays.
+    OfiParams::from_pairs(lib.chain(pairs.iter().copied())).expect("parameters")
 }
 
 /// Whether libfabric loads here (prints why not).

@@ -140,6 +140,16 @@ fn staging_region(copy: &[u8]) -> MemRegion {
     unsafe { MemRegion::from_slice(copy) }
 }
 
+/// The region of bytes the MTL reads only inside the call it is given to
+/// ([`Mtl::inject`]).
+#[allow(unsafe_code)]
+fn bytes_region(data: &[u8]) -> MemRegion {
+    // SAFETY: the region is read only while `data` is borrowed: `inject`
+    // copies the bytes (or sends nothing) before it returns and keeps
+    // nothing that refers to them.
+    unsafe { MemRegion::from_slice(data) }
+}
+
 fn token(r: ReqRef) -> Token {
     Token(u64::from(r.index) | (u64::from(r.generation) << 32))
 }
@@ -370,6 +380,40 @@ impl<M: ?Sized + Mtl> Cm<M> {
             }
         }
         Ok(r)
+    }
+
+    /// The longest message [`Cm::sendi_bytes`] sends: the MTL's inject
+    /// limit ([`Mtl::inject_limit`]).
+    pub fn sendi_limit(&self) -> usize {
+        self.mtl.inject_limit()
+    }
+
+    /// A standard send of the bytes `data` to rank `dst` of context `ctx`
+    /// that the MTL completes inside the call ([`Mtl::inject`]), with no
+    /// request: whether it went. `false` has sent nothing and reports
+    /// nothing (an unknown context or rank, a negative tag, a dead peer, a
+    /// field the layout refuses, no room): the caller then sends as usual, which reports any
+    /// error. The small-message path of `MPI_Send` and `MPI_Isend` under cm.
+    #[inline]
+    pub fn sendi_bytes(&mut self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        let Some(c) = self.comms.get(usize::from(ctx)).and_then(Option::as_ref) else {
+            return false;
+        };
+        let (Some(&peer), me) = (c.peers.get(dst as usize), c.me) else {
+            return false;
+        };
+        if tag < 0 || (self.n_dead > 0 && self.dead_peer(peer).is_some()) {
+            return false;
+        }
+        if self
+            .mtl
+            .inject(u32::from(ctx), peer, me, tag, bytes_region(data))
+        {
+            self.counters.bytes_sent[peer as usize] += data.len() as u64;
+            true
+        } else {
+            false
+        }
     }
 
     /// Creates an inactive persistent send (`MPI_Send_init` and friends).

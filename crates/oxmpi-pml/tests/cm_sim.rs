@@ -514,4 +514,24 @@ fn small_sends_the_mtl_takes_whole_complete_at_the_call() {
     assert_eq!(w.wait(1, r4).tag, 7);
     w.wait(0, ss);
     assert_eq!(w.pmls[0].active_requests(), 0);
+    // The request-free path (MPI_Send's small-message path): up to the
+    // MTL's limit, and nothing sent for what it refuses.
+    assert_eq!(w.pmls[0].sendi_limit(), 64);
+    assert!(w.pmls[0].sendi_bytes(&small, 1, 8, CTX));
+    assert!(!w.pmls[0].sendi_bytes(&big, 1, 8, CTX), "past the limit");
+    assert!(!w.pmls[0].sendi_bytes(&small, 2, 8, CTX), "no rank 2");
+    assert!(
+        !w.pmls[0].sendi_bytes(&small, 1, 8, CTX + 1),
+        "no such context"
+    );
+    assert!(!w.pmls[0].sendi_bytes(&small, 1, -1, CTX), "a negative tag");
+    let r5 = w.pmls[1]
+        .irecv(contig(&mut d3), Source::Any, Tag::Any, CTX)
+        .unwrap();
+    assert_eq!(w.wait(1, r5).tag, 8);
+    let r6 = w.pmls[1]
+        .irecv(contig(&mut d3), Source::Any, Tag::Any, CTX)
+        .unwrap();
+    w.settle();
+    assert_eq!(w.pmls[1].test(r6).unwrap(), None, "a refused send went");
 }

@@ -1329,6 +1329,29 @@ impl Mtl for OfiMtl {
         Ok(Posted::Pending)
     }
 
+    fn inject_limit(&self) -> usize {
+        self.inject_below.saturating_sub(1)
+    }
+
+    #[inline]
+    fn inject(&mut self, cid: u32, peer: u32, rank: u32, tag: i32, data: MemRegion) -> bool {
+        if data.len() >= self.inject_below || !self.deferred.is_empty() {
+            return false;
+        }
+        let Some(&addr) = self.peers.get(&peer) else {
+            return false;
+        };
+        if !self.comms.contains(&cid) {
+            return false;
+        }
+        let Ok(t) = self.layout.send_tag(cid, rank, tag, Proto::Plain) else {
+            return false;
+        };
+        let lane = self.lane(cid);
+        let dest = self.ep.rx_addr(addr, lane);
+        (self.ops.inject)(&self.ep, lane, data, dest, rank, t) == 0
+    }
+
     fn irecv(
         &mut self,
         cid: u32,
