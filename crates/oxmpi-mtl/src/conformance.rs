@@ -13,13 +13,18 @@
 //! receive, and not of a matched one; tags, ranks and communicator ids at
 //! the edges of [`Mtl::limits`] and errors one past them, at the call;
 //! unknown peers and communicators refused; a dead peer failing the
-//! requests that need it; exactly one event per request.
+//! requests that need it; exactly one event per request (a send that
+//! completed inside its call counting as its event); [`Mtl::inject`]
+//! delivering in order with later sends, and refusing (sending nothing)
+//! what it cannot take.
 
 use std::collections::HashMap;
 
 use oxmpi_btl::mem::MemRegion;
 
-use crate::mtl::{Event, Mtl, MtlError, Outcome, RecvInfo, SendMode, Source, TagSel, Token};
+use crate::mtl::{
+    Event, Mtl, MtlError, Outcome, Posted, RecvInfo, SendMode, Source, TagSel, Token,
+};
 
 /// Endpoints of one job, and how to move what is in flight.
 pub struct Job<M> {
@@ -121,6 +126,34 @@ impl<M: Mtl> Job<M> {
         self.outcome(r, token).cloned().expect("done")
     }
 
+    /// [`Mtl::isend`] on rank `r`'s endpoint; a send that completed inside
+    /// the call ([`Posted::Done`]) is recorded as its event (so that a
+    /// later event for it counts twice). Panics if a synchronous send
+    /// completed inside the call.
+    #[allow(clippy::too_many_arguments)]
+    pub fn isend(
+        &mut self,
+        r: usize,
+        cid: u32,
+        peer: u32,
+        rank: u32,
+        tag: i32,
+        data: MemRegion,
+        mode: SendMode,
+        token: Token,
+    ) -> Result<(), MtlError> {
+        let p = self.eps[r].isend(cid, peer, rank, tag, data, mode, token)?;
+        if p == Posted::Done {
+            assert!(
+                mode != SendMode::Synchronous,
+                "{}: a synchronous send completed inside its call",
+                self.eps[r].name()
+            );
+            self.events[r].entry(token).or_default().push(Outcome::Sent);
+        }
+        Ok(())
+    }
+
     /// Marks rank `r` dead and kills it in the network.
     pub fn kill_rank(&mut self, r: u32) {
         self.dead[r as usize] = true;
@@ -167,6 +200,7 @@ pub fn run_all<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     edges_of_the_limits(make);
     unknowns(make);
     dead_peer(make);
+    inject(make);
 }
 
 fn sizes_and_content<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
@@ -186,8 +220,7 @@ fn sizes_and_content<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
                 .irecv(0, from(0), TagSel::Value(5), region(&dst), r)
                 .unwrap();
         }
-        j.eps[0]
-            .isend(0, 1, 0, 5, region(&src), SendMode::Standard, s)
+        j.isend(0, 0, 1, 0, 5, region(&src), SendMode::Standard, s)
             .unwrap();
         if k % 2 == 1 {
             j.settle();
@@ -212,8 +245,7 @@ fn sizes_and_content<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     // A message to oneself.
     let src = pattern(10, 9);
     let dst = vec![0u8; 10];
-    j.eps[0]
-        .isend(0, 0, 0, 1, region(&src), SendMode::Standard, Token(100))
+    j.isend(0, 0, 0, 0, 1, region(&src), SendMode::Standard, Token(100))
         .unwrap();
     j.eps[0]
         .irecv(0, from(0), TagSel::Value(1), region(&dst), Token(101))
@@ -230,9 +262,17 @@ fn order_per_sender<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     for i in 0..n {
         for s in 0..2u32 {
             let b = &bufs[(i * 2 + u64::from(s)) as usize];
-            j.eps[s as usize]
-                .isend(0, 2, s, 3, region(b), SendMode::Standard, Token(i))
-                .unwrap();
+            j.isend(
+                s as usize,
+                0,
+                2,
+                s,
+                3,
+                region(b),
+                SendMode::Standard,
+                Token(i),
+            )
+            .unwrap();
         }
     }
     let dst: Vec<Vec<u8>> = (0..2 * n).map(|_| vec![0u8; 4]).collect();
@@ -266,11 +306,9 @@ fn wildcards<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     let name = j.eps[0].name();
     let a = pattern(16, 1);
     let b = pattern(16, 2);
-    j.eps[0]
-        .isend(0, 2, 0, 10, region(&a), SendMode::Standard, Token(1))
+    j.isend(0, 0, 2, 0, 10, region(&a), SendMode::Standard, Token(1))
         .unwrap();
-    j.eps[1]
-        .isend(0, 2, 1, 20, region(&b), SendMode::Standard, Token(1))
+    j.isend(1, 0, 2, 1, 20, region(&b), SendMode::Standard, Token(1))
         .unwrap();
     let d1 = vec![0u8; 16];
     let d2 = vec![0u8; 16];
@@ -293,8 +331,7 @@ fn wildcards<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
         "{name}: ANY_TAG"
     );
     // Both wildcards.
-    j.eps[1]
-        .isend(0, 2, 1, 7, region(&b), SendMode::Standard, Token(2))
+    j.isend(1, 0, 2, 1, 7, region(&b), SendMode::Standard, Token(2))
         .unwrap();
     let d3 = vec![0u8; 16];
     j.eps[2]
@@ -308,8 +345,7 @@ fn communicators_isolate<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) 
     let mut j = make(2, &[0, 1]);
     let name = j.eps[0].name();
     let a = pattern(8, 1);
-    j.eps[0]
-        .isend(1, 1, 0, 4, region(&a), SendMode::Standard, Token(1))
+    j.isend(0, 1, 1, 0, 4, region(&a), SendMode::Standard, Token(1))
         .unwrap();
     let d0 = vec![0u8; 8];
     let d1 = vec![0u8; 8];
@@ -339,8 +375,7 @@ fn truncation<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     let name = j.eps[0].name();
     let a = pattern(1000, 3);
     let d = vec![0u8; 100];
-    j.eps[0]
-        .isend(0, 1, 0, 1, region(&a), SendMode::Standard, Token(1))
+    j.isend(0, 0, 1, 0, 1, region(&a), SendMode::Standard, Token(1))
         .unwrap();
     j.eps[1]
         .irecv(0, from(0), TagSel::Value(1), region(&d), Token(1))
@@ -358,11 +393,9 @@ fn synchronous_send<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     let name = j.eps[0].name();
     let a = pattern(64, 4);
     let b = pattern(64, 5);
-    j.eps[0]
-        .isend(0, 1, 0, 2, region(&a), SendMode::Synchronous, Token(1))
+    j.isend(0, 0, 1, 0, 2, region(&a), SendMode::Synchronous, Token(1))
         .unwrap();
-    j.eps[0]
-        .isend(0, 1, 0, 2, region(&b), SendMode::Synchronous, Token(2))
+    j.isend(0, 0, 1, 0, 2, region(&b), SendMode::Synchronous, Token(2))
         .unwrap();
     j.settle();
     assert!(
@@ -393,11 +426,9 @@ fn probes<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     let a = pattern(33, 6);
     let b = pattern(44, 7);
     assert_eq!(j.eps[1].iprobe(0, Source::Any, TagSel::Any).unwrap(), None);
-    j.eps[0]
-        .isend(0, 1, 0, 9, region(&a), SendMode::Standard, Token(1))
+    j.isend(0, 0, 1, 0, 9, region(&a), SendMode::Standard, Token(1))
         .unwrap();
-    j.eps[0]
-        .isend(0, 1, 0, 9, region(&b), SendMode::Standard, Token(2))
+    j.isend(0, 0, 1, 0, 9, region(&b), SendMode::Standard, Token(2))
         .unwrap();
     let mut found = None;
     for _ in 0..1000 {
@@ -463,8 +494,7 @@ fn cancel<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     assert_eq!(j.outcome(1, Token(1)), Some(&Outcome::Cancelled), "{name}");
     // A message sent now goes to the next receive, not the cancelled one.
     let a = pattern(8, 8);
-    j.eps[0]
-        .isend(0, 1, 0, 1, region(&a), SendMode::Standard, Token(1))
+    j.isend(0, 0, 1, 0, 1, region(&a), SendMode::Standard, Token(1))
         .unwrap();
     let d2 = vec![0u8; 8];
     j.eps[1]
@@ -489,17 +519,17 @@ fn edges_of_the_limits<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     let name = j.eps[0].name();
     let rank = lim.max_rank.min(1 << 30);
     let a = pattern(8, 10);
-    j.eps[0]
-        .isend(
-            top,
-            1,
-            rank,
-            lim.max_tag,
-            region(&a),
-            SendMode::Standard,
-            Token(1),
-        )
-        .unwrap();
+    j.isend(
+        0,
+        top,
+        1,
+        rank,
+        lim.max_tag,
+        region(&a),
+        SendMode::Standard,
+        Token(1),
+    )
+    .unwrap();
     let d = vec![0u8; 8];
     j.eps[1]
         .irecv(
@@ -522,7 +552,8 @@ fn edges_of_the_limits<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
         "{name}: a communicator id past the field was accepted"
     );
     if lim.max_tag < i32::MAX {
-        let r = j.eps[0].isend(
+        let r = j.isend(
+            0,
             0,
             1,
             0,
@@ -537,7 +568,8 @@ fn edges_of_the_limits<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
         );
     }
     if lim.max_rank < u32::MAX {
-        let r = j.eps[0].isend(
+        let r = j.isend(
+            0,
             0,
             1,
             lim.max_rank + 1,
@@ -559,9 +591,9 @@ fn unknowns<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     let mut j = make(2, &[0]);
     let name = j.eps[0].name();
     let a = pattern(8, 11);
-    let r = j.eps[0].isend(0, 5, 0, 0, region(&a), SendMode::Standard, Token(1));
+    let r = j.isend(0, 0, 5, 0, 0, region(&a), SendMode::Standard, Token(1));
     assert_eq!(r, Err(MtlError::UnknownPeer(5)), "{name}");
-    let r = j.eps[0].isend(3, 1, 0, 0, region(&a), SendMode::Standard, Token(1));
+    let r = j.isend(0, 3, 1, 0, 0, region(&a), SendMode::Standard, Token(1));
     assert_eq!(r, Err(MtlError::UnknownComm(3)), "{name}");
     let r = j.eps[0].irecv(3, Source::Any, TagSel::Any, region(&a), Token(1));
     assert_eq!(r, Err(MtlError::UnknownComm(3)), "{name}");
@@ -584,8 +616,7 @@ fn dead_peer<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     j.eps[0]
         .irecv(0, Source::Any, TagSel::Any, region(&any), Token(2))
         .unwrap();
-    j.eps[0]
-        .isend(0, 2, 0, 0, region(&a), SendMode::Synchronous, Token(3))
+    j.isend(0, 0, 2, 0, 0, region(&a), SendMode::Synchronous, Token(3))
         .unwrap();
     j.kill_rank(2);
     let r = j.wait("directed receive from a dead peer", 0, Token(1));
@@ -593,12 +624,85 @@ fn dead_peer<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     let s = j.wait("synchronous send to a dead peer", 0, Token(3));
     assert!(matches!(s, Outcome::Failed(_)), "{name}: {s:?}");
     // Rank 1 still reaches rank 0 (the wildcard receive).
-    j.eps[1]
-        .isend(0, 0, 1, 0, region(&a), SendMode::Standard, Token(1))
+    j.isend(1, 0, 0, 1, 0, region(&a), SendMode::Standard, Token(1))
         .unwrap();
     let i = received(
         j.wait("a live peer after a death", 0, Token(2)),
         "live peer",
     );
     assert_eq!(i.source, 1, "{name}");
+}
+
+fn inject<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
+    let mut j = make(2, &[0]);
+    let name = j.eps[0].name();
+    let lim = j.eps[0].inject_limit();
+    let a = pattern(lim.min(64), 14);
+    if lim == 0 {
+        assert!(
+            !j.eps[0].inject(0, 1, 0, 3, region(&a)),
+            "{name}: an inject past a limit of 0"
+        );
+        return;
+    }
+    // No room yet (a connection being set up) is a refusal: try again.
+    let mut went = false;
+    for _ in 0..1000 {
+        if j.eps[0].inject(0, 1, 0, 3, region(&a)) {
+            went = true;
+            break;
+        }
+        j.round();
+    }
+    assert!(went, "{name}: inject of {} bytes never went", a.len());
+    let b = pattern(100, 15);
+    j.isend(0, 0, 1, 0, 3, region(&b), SendMode::Standard, Token(1))
+        .unwrap();
+    let (d1, d2) = (vec![0u8; 100], vec![0u8; 100]);
+    j.eps[1]
+        .irecv(0, from(0), TagSel::Value(3), region(&d1), Token(1))
+        .unwrap();
+    j.eps[1]
+        .irecv(0, from(0), TagSel::Value(3), region(&d2), Token(2))
+        .unwrap();
+    let i1 = received(j.wait("injected", 1, Token(1)), "injected");
+    let i2 = received(j.wait("after the inject", 1, Token(2)), "after");
+    assert_eq!(
+        (i1.len, &d1[..a.len()], i2.len, &d2[..]),
+        (a.len(), &a[..], 100, &b[..]),
+        "{name}: an injected message and the send after it"
+    );
+    assert_eq!(j.wait("the send after", 0, Token(1)), Outcome::Sent);
+    // What it cannot take it refuses, sending nothing.
+    let long = pattern(lim + 1, 16);
+    let lim_tag = j.eps[0].limits().max_tag;
+    assert!(
+        !j.eps[0].inject(0, 1, 0, 3, region(&long)),
+        "{name}: too long"
+    );
+    assert!(
+        !j.eps[0].inject(0, 7, 0, 3, region(&a)),
+        "{name}: unknown peer"
+    );
+    assert!(
+        !j.eps[0].inject(4, 1, 0, 3, region(&a)),
+        "{name}: unknown comm"
+    );
+    if lim_tag < i32::MAX {
+        assert!(
+            !j.eps[0].inject(0, 1, 0, lim_tag + 1, region(&a)),
+            "{name}: a tag past the field"
+        );
+    }
+    let d3 = vec![0u8; 8];
+    j.eps[1]
+        .irecv(0, Source::Any, TagSel::Any, region(&d3), Token(3))
+        .unwrap();
+    j.settle();
+    assert!(
+        j.outcome(1, Token(3)).is_none(),
+        "{name}: a refused inject delivered a message"
+    );
+    assert!(j.eps[1].cancel(Token(3)), "{name}: cancel");
+    j.settle();
 }

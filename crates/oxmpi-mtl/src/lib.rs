@@ -16,7 +16,7 @@ pub mod sim;
 pub mod tag;
 
 pub use mtl::{
-    Event, Limits, MessageId, Mtl, MtlError, MtlSink, Outcome, RecvInfo, SendMode, Source, TagSel,
-    Token,
+    Event, Limits, MessageId, Mtl, MtlError, MtlSink, Outcome, Posted, RecvInfo, SendMode, Source,
+    TagSel, Token,
 };
 pub use tag::{Layout, Proto, TagError, TagMode};

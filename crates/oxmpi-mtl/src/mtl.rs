@@ -7,7 +7,9 @@
 //! A request is named by the caller's [`Token`]; each one the MTL accepts
 //! ends in exactly one [`Event`] given to the [`MtlSink`] during
 //! [`Mtl::progress`] (a call that fails returns the error and produces no
-//! event). Buffers are contiguous regions ([`MemRegion`]): derived
+//! event), except a send that completed inside its call
+//! ([`Posted::Done`]: a small message the provider took whole, as
+//! `fi_tinject` does), which has none. Buffers are contiguous regions ([`MemRegion`]): derived
 //! datatypes are packed and unpacked above. A message carries the source's
 //! rank in its communicator and the MPI tag; receives match on the
 //! communicator id, the source (or any) and the tag (or any), and matching
@@ -38,6 +40,19 @@ pub enum SendMode {
     Synchronous,
     /// `MPI_Rsend`.
     Ready,
+}
+
+/// What became of a send [`Mtl::isend`] accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Posted {
+    /// It is under way: its one [`Event`] comes from a later
+    /// [`Mtl::progress`].
+    Pending,
+    /// It completed inside the call: the provider took the bytes (the
+    /// buffer may be reused at once) and no event follows. Never for a
+    /// synchronous send.
+    Done,
 }
 
 /// Where a receive takes its message from.
@@ -181,7 +196,8 @@ pub trait Mtl {
 
     /// Starts sending `data` on communicator `cid` to world rank `peer`,
     /// stamped with `rank` (the sender's rank in the communicator) and
-    /// `tag`.
+    /// `tag`: [`Posted::Done`] if it completed inside the call (no event
+    /// then), else [`Posted::Pending`].
     #[allow(clippy::too_many_arguments)]
     fn isend(
         &mut self,
@@ -192,7 +208,23 @@ pub trait Mtl {
         data: MemRegion,
         mode: SendMode,
         token: Token,
-    ) -> Result<(), MtlError>;
+    ) -> Result<Posted, MtlError>;
+
+    /// The longest message [`Mtl::inject`] takes (0: it takes none).
+    fn inject_limit(&self) -> usize {
+        0
+    }
+
+    /// Sends `data` (at most [`Mtl::inject_limit`] bytes) in standard mode,
+    /// as [`Mtl::isend`] does, but only if it completes inside the call (as
+    /// `fi_tinject`): no request, no token, no event. `false` has sent
+    /// nothing and reports nothing (an unknown peer or communicator, a field
+    /// that does not fit, no room now): the caller then sends as usual,
+    /// which reports any error.
+    fn inject(&mut self, cid: u32, peer: u32, rank: u32, tag: i32, data: MemRegion) -> bool {
+        let _ = (cid, peer, rank, tag, data);
+        false
+    }
 
     /// Posts a receive into `buf`.
     fn irecv(

@@ -16,8 +16,8 @@ use std::rc::Rc;
 use oxmpi_btl::mem::MemRegion;
 
 use crate::mtl::{
-    Event, Limits, MessageId, Mtl, MtlError, MtlSink, Outcome, RecvInfo, SendMode, Source, TagSel,
-    Token,
+    Event, Limits, MessageId, Mtl, MtlError, MtlSink, Outcome, Posted, RecvInfo, SendMode, Source,
+    TagSel, Token,
 };
 use crate::tag::{matches, Layout, Proto, TagMode};
 
@@ -30,6 +30,10 @@ pub struct SimConfig {
     pub mode: TagMode,
     /// High tag bits the "provider" keeps (`mem_tag_format`).
     pub reserved: u32,
+    /// Sends (not synchronous) of at most this many bytes complete inside
+    /// the call, with no event, as a provider's `fi_tinject` does
+    /// ([`crate::mtl::Posted::Done`]); `None`: every send has its event.
+    pub inject: Option<usize>,
 }
 
 impl Default for SimConfig {
@@ -38,6 +42,7 @@ impl Default for SimConfig {
             seed: 1,
             mode: TagMode::Tag1,
             reserved: 0,
+            inject: None,
         }
     }
 }
@@ -105,6 +110,7 @@ impl SimFabric {
             net: self.net.clone(),
             me: rank,
             layout,
+            inject: self.cfg.inject,
             peers: HashSet::new(),
             comms: HashSet::new(),
             posted: Vec::new(),
@@ -165,7 +171,7 @@ struct Want {
 }
 
 /// A posted receive.
-struct Posted {
+struct PostedRecv {
     token: Token,
     want: Want,
     buf: MemRegion,
@@ -183,9 +189,10 @@ pub struct SimMtl {
     net: Rc<RefCell<Net>>,
     me: u32,
     layout: Layout,
+    inject: Option<usize>,
     peers: HashSet<u32>,
     comms: HashSet<u32>,
-    posted: Vec<Posted>,
+    posted: Vec<PostedRecv>,
     unexpected: VecDeque<Wire>,
     claimed: HashMap<u64, Wire>,
     syncs: Vec<SyncWait>,
@@ -403,7 +410,7 @@ impl Mtl for SimMtl {
         data: MemRegion,
         mode: SendMode,
         token: Token,
-    ) -> Result<(), MtlError> {
+    ) -> Result<Posted, MtlError> {
         self.check_comm(cid)?;
         self.check_peer(peer)?;
         let proto = if mode == SendMode::Synchronous {
@@ -417,7 +424,7 @@ impl Mtl for SimMtl {
                 token,
                 outcome: Outcome::Failed(MtlError::PeerLost(peer)),
             });
-            return Ok(());
+            return Ok(Posted::Pending);
         }
         self.put(
             peer,
@@ -434,13 +441,42 @@ impl Mtl for SimMtl {
                 peer,
                 ack: self.layout.ack_tag(t),
             });
+        } else if self.inject.is_some_and(|n| data.len() <= n) {
+            return Ok(Posted::Done);
         } else {
             self.events.push_back(Event {
                 token,
                 outcome: Outcome::Sent,
             });
         }
-        Ok(())
+        Ok(Posted::Pending)
+    }
+
+    fn inject_limit(&self) -> usize {
+        self.inject.unwrap_or(0)
+    }
+
+    fn inject(&mut self, cid: u32, peer: u32, rank: u32, tag: i32, data: MemRegion) -> bool {
+        if !self.inject.is_some_and(|n| data.len() <= n)
+            || self.check_comm(cid).is_err()
+            || self.check_peer(peer).is_err()
+            || self.net.borrow().dead.contains(&peer)
+        {
+            return false;
+        }
+        let Ok(t) = self.layout.send_tag(cid, rank, tag, Proto::Plain) else {
+            return false;
+        };
+        self.put(
+            peer,
+            Wire {
+                from: self.me,
+                tag: t,
+                data: rank,
+                bytes: data.read().to_vec(),
+            },
+        );
+        true
     }
 
     fn irecv(
@@ -456,7 +492,7 @@ impl Mtl for SimMtl {
             let w = self.unexpected.remove(i).expect("found");
             self.deliver(&w, buf, token);
         } else {
-            self.posted.push(Posted { token, want, buf });
+            self.posted.push(PostedRecv { token, want, buf });
         }
         Ok(())
     }

@@ -22,12 +22,16 @@ fn the_simulated_mtl_passes_in_every_tag_mode() {
     for mode in [TagMode::Tag1, TagMode::Tag2, TagMode::Full] {
         for reserved in [0, 4] {
             for seed in [1, 7, 42] {
-                let cfg = SimConfig {
-                    seed,
-                    mode,
-                    reserved,
-                };
-                run_all(&mut |n, cids| job(cfg, n, cids));
+                // Without and with sends that complete inside the call.
+                for inject in [None, Some(64)] {
+                    let cfg = SimConfig {
+                        seed,
+                        mode,
+                        reserved,
+                        inject,
+                    };
+                    run_all(&mut |n, cids| job(cfg, n, cids));
+                }
             }
         }
     }
@@ -39,6 +43,7 @@ fn a_tag_mode_that_cannot_fit_is_refused_at_open() {
         seed: 1,
         mode: TagMode::Tag1,
         reserved: 12,
+        inject: None,
     };
     let r = SimFabric::new(cfg).open(0);
     assert!(matches!(r, Err(MtlError::Tag(_))));
@@ -53,6 +58,7 @@ fn limits_follow_the_mode() {
             seed: 1,
             mode,
             reserved: 0,
+            inject: None,
         })
         .open(0)
         .unwrap()

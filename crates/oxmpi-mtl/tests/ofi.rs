@@ -2,7 +2,9 @@
 //! conformance suite on each provider that opens with `FI_TAGGED` and
 //! `FI_EP_RDM`, in each tag mode, and the errors of `OfiMtl::open`.
 //! Skipped (with a printed reason) where libfabric is not installed or a
-//! provider is absent.
+//! provider is absent. `OXMPI_TEST_OFI_LIBRARY=/path/libfabric.so.1` runs
+//! them on another libfabric (`mtl_ofi_library`), such as the 2.x that
+//! MPICH's wheels bundle.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +13,10 @@ use oxmpi_mtl::ofi::{OfiMtl, OfiParams, OpenError, PeerFailures};
 use oxmpi_mtl::Mtl;
 
 fn params(pairs: &[(&str, &str)]) -> OfiParams {
-    OfiParams::from_pairs(pairs.iter().copied()).expect("parameters")
+    let lib = std::env::var("OXMPI_TEST_OFI_LIBRARY").ok();
+    let lib = lib.iter().map(|l| ("mtl_ofi_library", l.as_str()));
+    // Later pairs win: a test's own library setting stays.
+    OfiParams::from_pairs(lib.chain(pairs.iter().copied())).expect("parameters")
 }
 
 /// Whether libfabric loads here (prints why not).
@@ -72,8 +77,7 @@ fn provider_defect(include: &'static str) -> Option<String> {
     let mut j = maker(include, &[("mtl_ofi_tag_mode", "ofi_tag_1")])(2, &[0]);
     let mut defect = None;
     // An unexpected message and an MPI_ANY_TAG receive.
-    j.eps[0]
-        .isend(0, 1, 0, 4, r(&a[..8]), SendMode::Standard, Token(1))
+    j.isend(0, 0, 1, 0, 4, r(&a[..8]), SendMode::Standard, Token(1))
         .unwrap();
     j.settle();
     j.eps[1]
@@ -93,8 +97,7 @@ fn provider_defect(include: &'static str) -> Option<String> {
         j.eps[1]
             .irecv(0, Source::Any, TagSel::Value(5), r(&short), Token(2))
             .unwrap();
-        j.eps[0]
-            .isend(0, 1, 0, 5, r(&a), SendMode::Standard, Token(2))
+        j.isend(0, 0, 1, 0, 5, r(&a), SendMode::Standard, Token(2))
             .unwrap();
         for _ in 0..200 {
             j.round();
@@ -305,7 +308,7 @@ fn a_forced_tag_mode_and_the_name() {
 #[test]
 #[ignore = "a measurement: run by hand"]
 fn pingpong() {
-    use oxmpi_mtl::{Event, Outcome, SendMode, Source, TagSel, Token};
+    use oxmpi_mtl::{Event, Outcome, Posted, SendMode, Source, TagSel, Token};
     if !libfabric() {
         return;
     }
@@ -354,16 +357,21 @@ fn pingpong() {
                         Token(2),
                     )
                     .unwrap();
-                j.eps[0]
+                let s0 = j.eps[0]
                     .isend(0, 1, 0, 1, r(&a), SendMode::Standard, Token(3))
                     .unwrap();
                 wait(&mut j, &mut ev, 1, Token(1));
-                j.eps[1]
+                let s1 = j.eps[1]
                     .isend(0, 0, 1, 1, r(&a), SendMode::Standard, Token(4))
                     .unwrap();
                 wait(&mut j, &mut ev, 0, Token(2));
-                wait(&mut j, &mut ev, 0, Token(3));
-                wait(&mut j, &mut ev, 1, Token(4));
+                // A send that completed inside its call has no event.
+                if s0 == Posted::Pending {
+                    wait(&mut j, &mut ev, 0, Token(3));
+                }
+                if s1 == Posted::Pending {
+                    wait(&mut j, &mut ev, 1, Token(4));
+                }
             }
             let per = start.elapsed().as_secs_f64() / iters as f64 / 2.0;
             if size == 8 {

@@ -263,13 +263,18 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Engine<B>> {
     /// copied) into a descriptor that a BTL whose `send` is done on return
     /// sends at once. Out of line, so that the immediate send's callers
     /// keep their registers.
+    ///
+    /// Under cm, [`crate::cm::Cm::sendi_bytes`]: the MTL's inject, which
+    /// completes inside the call (here, not in [`EngineCell::try_sendi`],
+    /// where a cm arm cost ob1's `MPI_Isend` 5 to 7 instructions:
+    /// callgrind, `scripts/hotpath-counts.sh`).
     #[inline(never)]
     #[cold]
     pub(crate) fn try_send_eager(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
         // SAFETY: `send_eager_now` is the PML's own code over its BTLs,
         // which `unmarked` checked all promise never to re-enter it.
         let Some(o) = (unsafe { self.unmarked() }) else {
-            return false;
+            return self.try_inject_cm(data, dst, tag, ctx);
         };
         // SAFETY: the region is `data`, read only inside this call:
         // `send_eager_now` sends only on a BTL whose `send` is done on
@@ -278,6 +283,27 @@ impl<B: ?Sized + oxmpi_btl::btl::Btl> EngineCell<crate::Engine<B>> {
         let buf = crate::Buffer::Contig(unsafe { oxmpi_btl::mem::MemRegion::from_slice(data) });
         o.send_eager_now(&buf, dst, tag, ctx, crate::SendMode::Standard)
             .is_some()
+    }
+
+    /// [`EngineCell::try_send_eager`] under cm: [`crate::cm::Cm::sendi_bytes`]
+    /// on a confined cell (`false`, having run nothing, as there).
+    fn try_inject_cm(&self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        if self.shared.load(Ordering::Acquire)
+            || self.owner.load(Ordering::Relaxed) != here()
+            || self.busy.get()
+        {
+            return false;
+        }
+        // SAFETY: confined, on the owner's thread, no `with` running, as
+        // for `unmarked`: the only reference while it lives. Without the
+        // busy mark, code that called back into the cell would alias it:
+        // `sendi_bytes` is cm's own code over its MTL, which has no way to
+        // reach the cell (owned by cm inside it; `oxmpi-mtl` cannot name
+        // the PML, the layer rule).
+        match unsafe { &mut *self.value_ptr() } {
+            crate::Engine::Cm(c) => c.sendi_bytes(data, dst, tag, ctx),
+            crate::Engine::Ob1(_) => false,
+        }
     }
 
     /// [`crate::Ob1::recv_small`] on a confined cell, as

@@ -21,7 +21,7 @@
 use oxmpi_btl::mem::MemRegion;
 use oxmpi_match::{Envelope, Source, Tag};
 use oxmpi_mtl::mtl::{
-    Event, Mtl, MtlError, Outcome, SendMode as MtlMode, Source as MtlSource, TagSel, Token,
+    Event, Mtl, MtlError, Outcome, Posted, SendMode as MtlMode, Source as MtlSource, TagSel, Token,
 };
 
 use crate::bsend::{BsendPool, BsendSlot, BufferScope};
@@ -143,6 +143,16 @@ fn staging_region(copy: &[u8]) -> MemRegion {
     // at the call, before the MTL had the region). Nobody else touches the
     // bytes meanwhile.
     unsafe { MemRegion::from_slice(copy) }
+}
+
+/// The region of bytes the MTL reads only inside the call it is given to
+/// ([`Mtl::inject`]).
+#[allow(unsafe_code)]
+fn bytes_region(data: &[u8]) -> MemRegion {
+    // SAFETY: the region is read only while `data` is borrowed: `inject`
+    // copies the bytes (or sends nothing) before it returns and keeps
+    // nothing that refers to them.
+    unsafe { MemRegion::from_slice(data) }
 }
 
 fn token(r: ReqRef) -> Token {
@@ -366,7 +376,50 @@ impl<M: ?Sized + Mtl> Cm<M> {
             self.release(r.0);
             return Err(e);
         }
+        // Complete inside the call (the MTL injected it, or a buffered
+        // send's copy): no request to keep, as ob1's immediate send.
+        if let Some(q) = self.get(r.0) {
+            if q.done && q.status.error.is_none() && q.status.bytes <= u32::MAX as usize {
+                let (bytes, tag) = (q.status.bytes, q.status.tag);
+                self.release(r.0);
+                return Ok(ReqId::sent_inline(bytes, tag));
+            }
+        }
         Ok(r)
+    }
+
+    /// The longest message [`Cm::sendi_bytes`] sends: the MTL's inject
+    /// limit ([`Mtl::inject_limit`]).
+    pub fn sendi_limit(&self) -> usize {
+        self.mtl.inject_limit()
+    }
+
+    /// A standard send of the bytes `data` to rank `dst` of context `ctx`
+    /// that the MTL completes inside the call ([`Mtl::inject`]), with no
+    /// request: whether it went. `false` has sent nothing and reports
+    /// nothing (an unknown context or rank, a negative tag, a dead peer, a
+    /// field the layout refuses, no room): the caller then sends as usual, which reports any
+    /// error. The small-message path of `MPI_Send` and `MPI_Isend` under cm.
+    #[inline]
+    pub fn sendi_bytes(&mut self, data: &[u8], dst: u32, tag: i32, ctx: u16) -> bool {
+        let Some(c) = self.comms.get(usize::from(ctx)).and_then(Option::as_ref) else {
+            return false;
+        };
+        let (Some(&peer), me) = (c.peers.get(dst as usize), c.me) else {
+            return false;
+        };
+        if tag < 0 || (self.n_dead > 0 && self.dead_peer(peer).is_some()) {
+            return false;
+        }
+        if self
+            .mtl
+            .inject(u32::from(ctx), peer, me, tag, bytes_region(data))
+        {
+            self.counters.bytes_sent[peer as usize] += data.len() as u64;
+            true
+        } else {
+            false
+        }
     }
 
     /// Creates an inactive persistent send (`MPI_Send_init` and friends).
@@ -439,7 +492,9 @@ impl<M: ?Sized + Mtl> Cm<M> {
         let q = self
             .get_mut(r)
             .ok_or_else(|| err(ErrClass::Request, "invalid request"))?;
-        if q.active && !q.done {
+        // Active until a test or wait completes it, even when already done
+        // (a send the MTL completed inside its call), as in ob1.
+        if q.active {
             return Err(err(ErrClass::Request, "the request is already active"));
         }
         q.active = true;
@@ -503,12 +558,24 @@ impl<M: ?Sized + Mtl> Cm<M> {
         let st = &mut self.get_mut(r).expect("live").status;
         st.bytes = len;
         st.tag = tag;
-        self.mtl
+        match self
+            .mtl
             .isend(u32::from(ctx), peer, rank, tag, region, mmode, token(r))
-            .map_err(|e| {
+        {
+            Ok(Posted::Pending) => Ok(()),
+            // No event will come: complete now.
+            Ok(Posted::Done) => {
+                if let Some(q) = self.get_mut(r) {
+                    q.staging = None;
+                }
+                self.complete(r);
+                Ok(())
+            }
+            Err(e) => {
                 self.get_mut(r).expect("live").active = false;
-                mtl_err(&e)
-            })
+                Err(mtl_err(&e))
+            }
+        }
     }
 
     /// A buffered send: the message is packed into the attached buffer and
@@ -547,7 +614,7 @@ impl<M: ?Sized + Mtl> Cm<M> {
             held: None,
             status: Status::default(),
         });
-        if let Err(e) = self.mtl.isend(
+        match self.mtl.isend(
             u32::from(ctx),
             peer,
             rank,
@@ -556,10 +623,15 @@ impl<M: ?Sized + Mtl> Cm<M> {
             MtlMode::Buffered,
             token(ir),
         ) {
-            self.bsend.release(slot);
-            self.release(ir);
-            self.get_mut(r).expect("live").active = false;
-            return Err(mtl_err(&e));
+            Ok(Posted::Pending) => {}
+            // The copy is the provider's already: its space is free.
+            Ok(Posted::Done) => self.complete(ir),
+            Err(e) => {
+                self.bsend.release(slot);
+                self.release(ir);
+                self.get_mut(r).expect("live").active = false;
+                return Err(mtl_err(&e));
+            }
         }
         self.counters.buffered += 1;
         let q = self.get_mut(r).expect("live");
@@ -640,12 +712,14 @@ impl<M: ?Sized + Mtl> Cm<M> {
     /// One progress pass: the MTL's completions end their requests.
     #[inline(never)]
     pub fn progress(&mut self) -> usize {
-        let mut events = std::mem::take(&mut self.events);
-        let n = self.mtl.progress(&mut events);
-        for e in events.drain(..) {
-            self.on_event(e);
+        let n = self.mtl.progress(&mut self.events);
+        if n > 0 {
+            let mut events = std::mem::take(&mut self.events);
+            for e in events.drain(..) {
+                self.on_event(e);
+            }
+            self.events = events;
         }
-        self.events = events;
         n
     }
 

@@ -429,3 +429,109 @@ fn intercommunicators_address_the_remote_group() {
     assert_eq!((st.source, st.bytes), (1, 32));
     assert_eq!(d, s);
 }
+
+#[test]
+fn small_sends_the_mtl_takes_whole_complete_at_the_call() {
+    // The simulated MTL completes sends of at most 64 bytes inside the
+    // call (as `fi_tinject`): no event, so cm must complete them itself.
+    let mut w = world(
+        2,
+        SimConfig {
+            inject: Some(64),
+            ..SimConfig::default()
+        },
+    );
+    let mut small = pattern(8, 1);
+    let s = w.pmls[0]
+        .isend(contig(&mut small), 1, 1, CTX, SendMode::Standard)
+        .unwrap();
+    assert!(s.completed_inline(), "no request kept for an injected send");
+    let st = w.pmls[0].test(s).unwrap().unwrap();
+    assert_eq!((st.bytes, st.tag, st.error), (8, 1, None));
+    assert_eq!(w.pmls[0].active_requests(), 0);
+    // A larger one has its event; both arrive in order.
+    let mut big = pattern(100, 2);
+    let b = w.pmls[0]
+        .isend(contig(&mut big), 1, 1, CTX, SendMode::Standard)
+        .unwrap();
+    assert!(!b.completed_inline());
+    let mut d1 = vec![0u8; 100];
+    let mut d2 = vec![0u8; 100];
+    let r1 = w.pmls[1]
+        .irecv(contig(&mut d1), Source::Rank(0), Tag::Value(1), CTX)
+        .unwrap();
+    let r2 = w.pmls[1]
+        .irecv(contig(&mut d2), Source::Rank(0), Tag::Value(1), CTX)
+        .unwrap();
+    assert_eq!(w.wait(1, r1).bytes, 8);
+    assert_eq!(w.wait(1, r2).bytes, 100);
+    assert_eq!(w.wait(0, b).bytes, 100);
+    assert_eq!((&d1[..8], &d2[..]), (&small[..], &big[..]));
+    // A persistent small send completes at each start and runs again.
+    let mut src = vec![0u8; 16];
+    let mut dst = vec![0u8; 16];
+    let ps = w.pmls[0]
+        .send_init(contig(&mut src), 1, 4, CTX, SendMode::Standard)
+        .unwrap();
+    for round in 0..3u8 {
+        src.fill(round + 1);
+        w.pmls[0].start(ps).unwrap();
+        assert_eq!(w.pmls[0].test(ps).unwrap().map(|s| s.bytes), Some(16));
+        let r = w.pmls[1]
+            .irecv(contig(&mut dst), Source::Rank(0), Tag::Value(4), CTX)
+            .unwrap();
+        w.wait(1, r);
+        assert_eq!(dst, [round + 1; 16]);
+    }
+    w.pmls[0].request_free(ps).unwrap();
+    // A buffered one frees its space in the attached buffer at once.
+    let mut space = vec![0u8; 100];
+    let Buffer::Contig(region) = contig(&mut space) else {
+        unreachable!()
+    };
+    w.pmls[0]
+        .buffer_attach_to(BufferScope::Process, Some(region))
+        .unwrap();
+    let bs = w.pmls[0]
+        .isend(contig(&mut small), 1, 6, CTX, SendMode::Buffered)
+        .unwrap();
+    assert_eq!(w.pmls[0].test(bs).unwrap().unwrap().error, None);
+    assert!(!w.pmls[0].buffer_busy_in(BufferScope::Process));
+    // A synchronous one still waits for its match.
+    let ss = w.pmls[0]
+        .isend(contig(&mut small), 1, 7, CTX, SendMode::Synchronous)
+        .unwrap();
+    w.settle();
+    assert_eq!(w.pmls[0].test(ss).unwrap(), None, "ssend before its match");
+    let mut d3 = vec![0u8; 8];
+    let r3 = w.pmls[1]
+        .irecv(contig(&mut d3), Source::Any, Tag::Any, CTX)
+        .unwrap();
+    assert_eq!(w.wait(1, r3).tag, 6);
+    let r4 = w.pmls[1]
+        .irecv(contig(&mut d3), Source::Any, Tag::Any, CTX)
+        .unwrap();
+    assert_eq!(w.wait(1, r4).tag, 7);
+    w.wait(0, ss);
+    assert_eq!(w.pmls[0].active_requests(), 0);
+    // The request-free path (MPI_Send's small-message path): up to the
+    // MTL's limit, and nothing sent for what it refuses.
+    assert_eq!(w.pmls[0].sendi_limit(), 64);
+    assert!(w.pmls[0].sendi_bytes(&small, 1, 8, CTX));
+    assert!(!w.pmls[0].sendi_bytes(&big, 1, 8, CTX), "past the limit");
+    assert!(!w.pmls[0].sendi_bytes(&small, 2, 8, CTX), "no rank 2");
+    assert!(
+        !w.pmls[0].sendi_bytes(&small, 1, 8, CTX + 1),
+        "no such context"
+    );
+    assert!(!w.pmls[0].sendi_bytes(&small, 1, -1, CTX), "a negative tag");
+    let r5 = w.pmls[1]
+        .irecv(contig(&mut d3), Source::Any, Tag::Any, CTX)
+        .unwrap();
+    assert_eq!(w.wait(1, r5).tag, 8);
+    let r6 = w.pmls[1]
+        .irecv(contig(&mut d3), Source::Any, Tag::Any, CTX)
+        .unwrap();
+    w.settle();
+    assert_eq!(w.pmls[1].test(r6).unwrap(), None, "a refused send went");
+}

@@ -465,7 +465,8 @@ pub(crate) struct FiOpsTagged {
             *mut c_void,
         ) -> isize,
     >,
-    injectdata: FnPtr,
+    injectdata:
+        Option<unsafe extern "C" fn(*mut FidEp, *const c_void, usize, u64, u64, u64) -> isize>,
 }
 
 #[repr(C)]
@@ -667,6 +668,8 @@ pub struct ProvInfo {
     pub max_ep_tx_ctx: usize,
     /// `domain_attr->max_ep_rx_ctx`.
     pub max_ep_rx_ctx: usize,
+    /// `tx_attr->inject_size`: the longest message `fi_tinject` takes.
+    pub inject_size: usize,
 }
 
 /// A list `fi_getinfo` returned (freed on drop).
@@ -706,11 +709,12 @@ impl InfoList {
                 // null or point to structs owned by the node.
                 let i = unsafe { &*p };
                 // SAFETY: as above.
-                let (fa, da, ea) = unsafe {
+                let (fa, da, ea, ta) = unsafe {
                     (
                         i.fabric_attr.as_ref(),
                         i.domain_attr.as_ref(),
                         i.ep_attr.as_ref(),
+                        i.tx_attr.as_ref(),
                     )
                 };
                 ProvInfo {
@@ -722,6 +726,7 @@ impl InfoList {
                     cq_data_size: da.map_or(0, |d| d.cq_data_size),
                     max_ep_tx_ctx: da.map_or(0, |d| d.max_ep_tx_ctx),
                     max_ep_rx_ctx: da.map_or(0, |d| d.max_ep_rx_ctx),
+                    inject_size: ta.map_or(0, |t| t.inject_size),
                 }
             })
             .collect()
@@ -1000,7 +1005,8 @@ impl Endpoint {
                         recvmsg,
                         send,
                         inject,
-                        senddata
+                        senddata,
+                        injectdata
                     );
                 }
             }
@@ -1148,6 +1154,44 @@ impl Endpoint {
                     dest,
                     tag,
                     c,
+                ),
+            }
+        }
+    }
+
+    /// `fi_tinject` (`data: Some`: `fi_tinjectdata`) of `buf` on lane
+    /// `lane`: the provider copies the bytes before it returns 0, and no
+    /// completion follows. For messages of at most the provider's
+    /// `inject_size` bytes.
+    pub fn tinject(
+        &self,
+        lane: usize,
+        buf: MemRegion,
+        data: Option<u64>,
+        dest: u64,
+        tag: u64,
+    ) -> isize {
+        let ep = self.lanes[lane].tx;
+        // SAFETY: the transmit endpoint is open and its tagged ops checked;
+        // `buf` is valid for the call (MemRegion's contract) and an inject
+        // reads it only inside the call; no context is kept.
+        unsafe {
+            let t = &*(*ep).tagged;
+            match data {
+                None => t.inject.expect("checked at open")(
+                    ep,
+                    buf.addr() as *const c_void,
+                    buf.len(),
+                    dest,
+                    tag,
+                ),
+                Some(d) => t.injectdata.expect("checked at open")(
+                    ep,
+                    buf.addr() as *const c_void,
+                    buf.len(),
+                    d,
+                    dest,
+                    tag,
                 ),
             }
         }

@@ -28,6 +28,13 @@
 //! pointers to functions monomorphised over zero-sized marker types
 //! ([`SourceInTag`], [`SourceInData`]), so no message branches on it.
 //!
+//! **Small sends.** A standard, buffered or ready send of at most the
+//! provider's `inject_size` bytes, with no operation queued before it, is
+//! `fi_tinject` (`fi_tinjectdata`): the provider copies it before the call
+//! returns and writes no completion, so the send completes inside the call
+//! ([`Posted::Done`], no event), as Open MPI's MTL does. `-FI_EAGAIN` makes
+//! it an ordinary send.
+//!
 //! **Protocols.** A synchronous send sets the sync bit of the tag and
 //! posts a 0-byte receive for the acknowledgement (the ack bit, the same
 //! fields, directed at the peer); the receiver, on matching a message with
@@ -63,15 +70,17 @@ mod ffi;
 mod params;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use oxmpi_btl::mem::MemRegion;
 
 use crate::mtl::{
-    Event, Limits, MessageId, Mtl, MtlError, MtlSink, Outcome, RecvInfo, SendMode, Source, TagSel,
-    Token,
+    Event, Limits, MessageId, Mtl, MtlError, MtlSink, Outcome, Posted, RecvInfo, SendMode, Source,
+    TagSel, Token,
 };
 use crate::tag::{Fields, Layout, Proto, TagMode};
 use ffi::{CqEntry, CqError, Endpoint, Lib, ProvInfo};
@@ -88,18 +97,67 @@ const CALL_WAIT: Duration = Duration::from_secs(1);
 /// A handle through which the runtime reports peers that died (see the
 /// module doc): the MTL acts on them at its next progress.
 #[derive(Clone, Debug, Default)]
-pub struct PeerFailures(Arc<Mutex<Vec<u32>>>);
+pub struct PeerFailures(Arc<Reports>);
+
+#[derive(Debug, Default)]
+struct Reports {
+    ranks: Mutex<Vec<u32>>,
+    /// Set after a report is pushed: progress looks at this flag alone
+    /// (no lock) while nothing is reported.
+    any: AtomicBool,
+}
 
 impl PeerFailures {
     /// World rank `rank` is gone.
     pub fn report(&self, rank: u32) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(rank);
+        self.0
+            .ranks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(rank);
+        self.0.any.store(true, Ordering::Release);
     }
 
+    /// The ranks reported since the last call (none without a lock when
+    /// none was).
+    #[inline]
     fn take(&self) -> Vec<u32> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        // A report pushes before it sets the flag: one that set it before
+        // this swap is in the list taken below, one after leaves it set.
+        if !self.0.any.load(Ordering::Relaxed) || !self.0.any.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.0.ranks.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
+
+/// A hasher for the MTL's own small integer keys (ranks, communicator
+/// ids): one multiplication per word, where SipHash's hundred
+/// instructions bought nothing (no key comes from outside the process).
+#[derive(Clone, Copy, Default)]
+struct IdHasher(u64);
+
+const ID_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(ID_MUL);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(ID_MUL);
+    }
+}
+
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
 
 /// What a probe found.
 #[derive(Clone, Debug)]
@@ -220,6 +278,9 @@ pub struct Ops {
     /// Posts a send: endpoint, lane, buffer, destination, source rank,
     /// network tag, context.
     send: fn(&Endpoint, usize, MemRegion, u64, u32, u64, usize) -> isize,
+    /// Injects a send (complete on return 0, no completion): endpoint,
+    /// lane, buffer, destination, source rank, network tag.
+    inject: fn(&Endpoint, usize, MemRegion, u64, u32, u64) -> isize,
     /// The source rank of a received message: its tag's fields, its CQ
     /// data.
     source: fn(&Fields, u64) -> u32,
@@ -244,6 +305,21 @@ fn send_path<W: SourceWire>(
     }
 }
 
+fn inject_path<W: SourceWire>(
+    ep: &Endpoint,
+    lane: usize,
+    buf: MemRegion,
+    dest: u64,
+    rank: u32,
+    tag: u64,
+) -> isize {
+    if W::IN_DATA {
+        ep.tinject(lane, buf, Some(u64::from(rank)), dest, tag)
+    } else {
+        ep.tinject(lane, buf, None, dest, tag)
+    }
+}
+
 fn source_path<W: SourceWire>(f: &Fields, data: u64) -> u32 {
     if W::IN_DATA {
         data as u32
@@ -257,6 +333,7 @@ impl Ops {
         let _: PhantomData<W> = PhantomData;
         Ops {
             send: send_path::<W>,
+            inject: inject_path::<W>,
             source: source_path::<W>,
             directed_named: W::IN_DATA,
         }
@@ -276,15 +353,16 @@ pub struct OfiMtl {
     /// directed at the peer).
     directed: bool,
     thread_grouping: bool,
+    /// Sends shorter than this are injected (the provider's
+    /// `inject_size` + 1; 0 when it has none).
+    inject_below: usize,
     card: Vec<u8>,
-    peers: HashMap<u32, u64>,
-    lost: HashSet<u32>,
-    comms: HashSet<u32>,
+    peers: IdMap<u32, u64>,
+    lost: IdSet<u32>,
+    comms: IdSet<u32>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     serial: u32,
-    /// Receives not yet completed, for cancel.
-    posted: HashMap<Token, usize>,
     events: VecDeque<Event>,
     /// Operations waiting for room, in posting order.
     deferred: VecDeque<Deferred>,
@@ -436,7 +514,13 @@ impl OfiMtl {
             TagMode::Tag1 | TagMode::Tag2 => Ops::of::<SourceInTag>(),
         };
         let n = p.progress_event_cnt;
+        let inject_below = if prov.inject_size > 0 {
+            prov.inject_size + 1
+        } else {
+            0
+        };
         Ok(OfiMtl {
+            inject_below,
             ep,
             prov,
             layout,
@@ -444,13 +528,12 @@ impl OfiMtl {
             directed,
             thread_grouping: p.thread_grouping,
             card,
-            peers: HashMap::new(),
-            lost: HashSet::new(),
-            comms: HashSet::new(),
+            peers: IdMap::default(),
+            lost: IdSet::default(),
+            comms: IdSet::default(),
             slots: Vec::new(),
             free: Vec::new(),
             serial: 0,
-            posted: HashMap::new(),
             events: VecDeque::new(),
             deferred: VecDeque::new(),
             pending_acks: VecDeque::new(),
@@ -725,8 +808,8 @@ impl OfiMtl {
         }
     }
 
-    /// Reads every lane's completion queue until empty; the number of
-    /// completions handled.
+    /// Reads every lane's completion queue until a read finds it empty or
+    /// returns less than a full batch; the number of completions handled.
     fn drain(&mut self) -> usize {
         let mut entries = std::mem::take(&mut self.entries);
         let mut srcs = std::mem::take(&mut self.srcs);
@@ -739,6 +822,13 @@ impl OfiMtl {
                         self.complete(lane, &entries[k], srcs[k]);
                     }
                     total += n as usize;
+                    // Fewer than asked for: the queue was empty. Another
+                    // read would only run the provider's progress again
+                    // (a third of a pass on `shm`); the next pass reads
+                    // what arrives meanwhile.
+                    if (n as usize) < entries.len() {
+                        break;
+                    }
                 } else if n == -(ffi::FI_EAVAIL as isize) {
                     match self.ep.cq_readerr(lane) {
                         Some(e) => {
@@ -782,7 +872,6 @@ impl OfiMtl {
                 self.ssend_part(send, false, None);
             }
             Slot::Recv { token, .. } => {
-                self.posted.remove(&token);
                 self.release(i);
                 let (info, proto) = self.info(e.tag, e.data, e.len, false);
                 if proto == Proto::Sync {
@@ -865,7 +954,6 @@ impl OfiMtl {
                 lane,
                 room,
             } => {
-                self.posted.remove(&token);
                 let outcome = if e.err == ffi::FI_ETRUNC {
                     let (info, proto) = self.info(e.tag, e.data, trunc_len(&e, room), true);
                     if proto == Proto::Sync {
@@ -961,7 +1049,6 @@ impl OfiMtl {
                     self.ssend_part(send, false, Some(lost));
                 }
                 Slot::Recv { token, .. } => {
-                    self.posted.remove(&token);
                     self.release(i);
                     self.event(token, Outcome::Failed(lost));
                 }
@@ -1136,7 +1223,7 @@ impl Mtl for OfiMtl {
         data: MemRegion,
         mode: SendMode,
         token: Token,
-    ) -> Result<(), MtlError> {
+    ) -> Result<Posted, MtlError> {
         self.check_comm(cid)?;
         let sync = mode == SendMode::Synchronous;
         let t = self.layout.send_tag(
@@ -1149,13 +1236,25 @@ impl Mtl for OfiMtl {
             Ok(a) => a,
             Err(_) if self.lost.contains(&peer) => {
                 self.event(token, Outcome::Failed(MtlError::PeerLost(peer)));
-                return Ok(());
+                return Ok(Posted::Pending);
             }
             Err(e) => return Err(e),
         };
         let lane = self.lane(cid);
         let dest = self.ep.rx_addr(addr, lane);
         if !sync {
+            // Small enough to inject, with nothing queued before it (order):
+            // complete now, no completion entry.
+            if data.len() < self.inject_below && self.deferred.is_empty() {
+                let rc = (self.ops.inject)(&self.ep, lane, data, dest, rank, t);
+                if rc == 0 {
+                    return Ok(Posted::Done);
+                }
+                if rc != -(ffi::FI_EAGAIN as isize) {
+                    return Err(self.provider_err("fi_tinject", rc));
+                }
+                // No room now: an ordinary send, queued if need be.
+            }
             let i = self.alloc(Slot::Send { token });
             if let Err(rc) = self.submit(Deferred::Send {
                 lane,
@@ -1169,7 +1268,7 @@ impl Mtl for OfiMtl {
                 self.release(i);
                 return Err(self.provider_err("fi_tsend", rc));
             }
-            return Ok(());
+            return Ok(Posted::Pending);
         }
         // The acknowledgement's receive first, then the send.
         let ack_src = if self.directed {
@@ -1227,7 +1326,30 @@ impl Mtl for OfiMtl {
             self.ep.cancel(lane, a);
             return Err(self.provider_err("fi_tsend", rc));
         }
-        Ok(())
+        Ok(Posted::Pending)
+    }
+
+    fn inject_limit(&self) -> usize {
+        self.inject_below.saturating_sub(1)
+    }
+
+    #[inline]
+    fn inject(&mut self, cid: u32, peer: u32, rank: u32, tag: i32, data: MemRegion) -> bool {
+        if data.len() >= self.inject_below || !self.deferred.is_empty() {
+            return false;
+        }
+        let Some(&addr) = self.peers.get(&peer) else {
+            return false;
+        };
+        if !self.comms.contains(&cid) {
+            return false;
+        }
+        let Ok(t) = self.layout.send_tag(cid, rank, tag, Proto::Plain) else {
+            return false;
+        };
+        let lane = self.lane(cid);
+        let dest = self.ep.rx_addr(addr, lane);
+        (self.ops.inject)(&self.ep, lane, data, dest, rank, t) == 0
     }
 
     fn irecv(
@@ -1239,7 +1361,7 @@ impl Mtl for OfiMtl {
         token: Token,
     ) -> Result<(), MtlError> {
         let ((t, ignore), addr, peer) = self.criteria(cid, src, tag)?;
-        if let Some(p) = peer.filter(|p| self.lost.contains(p)) {
+        if let Some(p) = peer.filter(|p| !self.lost.is_empty() && self.lost.contains(p)) {
             self.event(token, Outcome::Failed(MtlError::PeerLost(p)));
             return Ok(());
         }
@@ -1262,7 +1384,6 @@ impl Mtl for OfiMtl {
             self.release(i);
             return Err(self.provider_err("fi_trecv", rc));
         }
-        self.posted.insert(token, i);
         Ok(())
     }
 
@@ -1333,14 +1454,16 @@ impl Mtl for OfiMtl {
     }
 
     fn cancel(&mut self, token: Token) -> bool {
-        let Some(&i) = self.posted.get(&token) else {
+        // A receive not completed yet holds its slot (found by a scan:
+        // cancel is rare, and no map is kept per receive for it).
+        let recv_of = |s: &Slot| matches!(*s, Slot::Recv { token: t, .. } if t == token);
+        let Some(i) = self.slots.iter().position(recv_of) else {
             return false;
         };
         let Slot::Recv { lane, .. } = self.slots[i] else {
             return false;
         };
         if self.undefer(i) {
-            self.posted.remove(&token);
             self.release(i);
             self.event(token, Outcome::Cancelled);
             return true;
@@ -1349,7 +1472,7 @@ impl Mtl for OfiMtl {
             return false;
         }
         let start = Instant::now();
-        while self.posted.get(&token) == Some(&i) {
+        while recv_of(&self.slots[i]) {
             if start.elapsed() > CALL_WAIT {
                 tracing::warn!(
                     "ofi MTL: no outcome of fi_cancel within {CALL_WAIT:?}: its event will tell"
@@ -1368,8 +1491,12 @@ impl Mtl for OfiMtl {
         for r in self.failures.take() {
             self.peer_lost(r);
         }
-        self.retry_acks();
-        self.retry_deferred();
+        if !self.pending_acks.is_empty() {
+            self.retry_acks();
+        }
+        if !self.deferred.is_empty() {
+            self.retry_deferred();
+        }
         self.drain();
         let n = self.events.len();
         while let Some(e) = self.events.pop_front() {

@@ -113,7 +113,7 @@ impl ReqId {
     /// its status (byte count and tag). Generation 0 is never a live
     /// slot's.
     #[inline]
-    fn sent_inline(bytes: usize, tag: i32) -> ReqId {
+    pub(crate) fn sent_inline(bytes: usize, tag: i32) -> ReqId {
         ReqId(
             ReqRef {
                 index: u32::try_from(bytes).unwrap_or(u32::MAX),
