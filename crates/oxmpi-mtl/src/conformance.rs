@@ -201,6 +201,7 @@ pub fn run_all<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     unknowns(make);
     dead_peer(make);
     inject(make);
+    closed(make);
 }
 
 fn sizes_and_content<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
@@ -705,4 +706,63 @@ fn inject<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
     );
     assert!(j.eps[1].cancel(Token(3)), "{name}: cancel");
     j.settle();
+}
+
+/// After `close` nothing communicates and every call says why; the other
+/// endpoints of the job carry on.
+fn closed<M: Mtl>(make: &mut dyn FnMut(usize, &[u32]) -> Job<M>) {
+    let mut j = make(2, &[0]);
+    let name = j.eps[1].name();
+    let a = pattern(8, 17);
+    let d = vec![0u8; 8];
+    j.eps[1]
+        .irecv(0, Source::Any, TagSel::Any, region(&d), Token(1))
+        .unwrap();
+    j.eps[1].close();
+    j.eps[1].close();
+    let e = &mut j.eps[1];
+    assert_eq!(
+        e.isend(0, 0, 1, 0, region(&a), SendMode::Standard, Token(2)),
+        Err(MtlError::Closed),
+        "{name}: isend after close"
+    );
+    assert_eq!(
+        e.irecv(0, Source::Any, TagSel::Any, region(&d), Token(3)),
+        Err(MtlError::Closed),
+        "{name}: irecv after close"
+    );
+    assert_eq!(
+        e.iprobe(0, Source::Any, TagSel::Any),
+        Err(MtlError::Closed),
+        "{name}: iprobe after close"
+    );
+    assert!(
+        matches!(
+            e.improbe(0, Source::Any, TagSel::Any),
+            Err(MtlError::Closed)
+        ),
+        "{name}: improbe after close"
+    );
+    assert_eq!(e.add_comm(1), Err(MtlError::Closed), "{name}: add_comm");
+    assert!(
+        !e.inject(0, 0, 1, 0, region(&a)),
+        "{name}: inject after close"
+    );
+    assert!(!e.cancel(Token(1)), "{name}: cancel after close");
+    let mut got: Vec<Event> = Vec::new();
+    assert_eq!(e.progress(&mut got), 0, "{name}: progress after close");
+    e.del_peers(&[0]);
+    // Rank 0 still talks to itself.
+    let b = pattern(8, 18);
+    let d0 = vec![0u8; 8];
+    j.eps[0]
+        .irecv(0, from(0), TagSel::Value(5), region(&d0), Token(1))
+        .unwrap();
+    j.isend(0, 0, 0, 0, 5, region(&b), SendMode::Standard, Token(2))
+        .unwrap();
+    let i = received(
+        j.wait("a self send beside a closed endpoint", 0, Token(1)),
+        "self",
+    );
+    assert_eq!((i.len, &d0[..]), (8, &b[..]), "{name}");
 }

@@ -157,6 +157,9 @@ pub enum MtlError {
     /// The provider failed.
     #[error("{0}")]
     Provider(String),
+    /// The MTL was closed ([`Mtl::close`]): it no longer communicates.
+    #[error("the MTL is closed (MPI is finalized)")]
+    Closed,
 }
 
 /// What fits an MTL's messages, once it is open.
@@ -267,4 +270,11 @@ pub trait Mtl {
     fn busy(&self) -> bool {
         false
     }
+
+    /// Releases what the MTL holds in the network and the system (end of
+    /// `MPI_Finalize`): endpoints, connections, shared-memory segments.
+    /// Afterwards every operation fails with [`MtlError::Closed`],
+    /// [`Mtl::inject`] and [`Mtl::cancel`] return `false` and
+    /// [`Mtl::progress`] gives nothing. Closing twice does nothing.
+    fn close(&mut self);
 }

@@ -119,6 +119,7 @@ impl SimFabric {
             syncs: Vec::new(),
             events: VecDeque::new(),
             next_msg: 0,
+            closed: false,
         })
     }
 
@@ -198,6 +199,7 @@ pub struct SimMtl {
     syncs: Vec<SyncWait>,
     events: VecDeque<Event>,
     next_msg: u64,
+    closed: bool,
 }
 
 impl SimMtl {
@@ -368,6 +370,9 @@ impl Mtl for SimMtl {
     }
 
     fn add_peers(&mut self, peers: &[(u32, &[u8])]) -> Result<(), MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         for &(rank, card) in peers {
             let b: [u8; 4] = card.try_into().map_err(|_| MtlError::BadCard {
                 rank,
@@ -391,6 +396,9 @@ impl Mtl for SimMtl {
     }
 
     fn add_comm(&mut self, cid: u32) -> Result<(), MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         // The id must fit the layout's field.
         self.layout.recv_match(cid, None, None)?;
         self.comms.insert(cid);
@@ -399,6 +407,17 @@ impl Mtl for SimMtl {
 
     fn del_comm(&mut self, cid: u32) {
         self.comms.remove(&cid);
+    }
+
+    fn close(&mut self) {
+        // What a process's exit frees: its posted receives, the messages
+        // it held, its pending events.
+        self.closed = true;
+        self.posted.clear();
+        self.unexpected.clear();
+        self.claimed.clear();
+        self.syncs.clear();
+        self.events.clear();
     }
 
     fn isend(
@@ -411,6 +430,9 @@ impl Mtl for SimMtl {
         mode: SendMode,
         token: Token,
     ) -> Result<Posted, MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         self.check_comm(cid)?;
         self.check_peer(peer)?;
         let proto = if mode == SendMode::Synchronous {
@@ -457,6 +479,9 @@ impl Mtl for SimMtl {
     }
 
     fn inject(&mut self, cid: u32, peer: u32, rank: u32, tag: i32, data: MemRegion) -> bool {
+        if self.closed {
+            return false;
+        }
         if !self.inject.is_some_and(|n| data.len() <= n)
             || self.check_comm(cid).is_err()
             || self.check_peer(peer).is_err()
@@ -487,6 +512,9 @@ impl Mtl for SimMtl {
         buf: MemRegion,
         token: Token,
     ) -> Result<(), MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         let want = self.criteria(cid, src, tag)?;
         if let Some(i) = self.unexpected.iter().position(|w| Self::fits(w, want)) {
             let w = self.unexpected.remove(i).expect("found");
@@ -498,6 +526,9 @@ impl Mtl for SimMtl {
     }
 
     fn iprobe(&mut self, cid: u32, src: Source, tag: TagSel) -> Result<Option<RecvInfo>, MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         let want = self.criteria(cid, src, tag)?;
         Ok(self
             .unexpected
@@ -512,6 +543,9 @@ impl Mtl for SimMtl {
         src: Source,
         tag: TagSel,
     ) -> Result<Option<(MessageId, RecvInfo)>, MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         let want = self.criteria(cid, src, tag)?;
         let Some(i) = self.unexpected.iter().position(|w| Self::fits(w, want)) else {
             return Ok(None);
@@ -524,6 +558,9 @@ impl Mtl for SimMtl {
     }
 
     fn imrecv(&mut self, msg: MessageId, buf: MemRegion, token: Token) -> Result<(), MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         let w = self
             .claimed
             .remove(&msg.0)
@@ -533,6 +570,9 @@ impl Mtl for SimMtl {
     }
 
     fn cancel(&mut self, token: Token) -> bool {
+        if self.closed {
+            return false;
+        }
         let Some(i) = self.posted.iter().position(|p| p.token == token) else {
             return false;
         };
@@ -545,6 +585,9 @@ impl Mtl for SimMtl {
     }
 
     fn progress(&mut self, sink: &mut dyn MtlSink) -> usize {
+        if self.closed {
+            return 0;
+        }
         let arrived = self.net.borrow_mut().arrived.remove(&self.me);
         for w in arrived.into_iter().flatten() {
             self.arrive(w);

@@ -128,7 +128,7 @@ fn mtl_err(e: &MtlError) -> PmlError {
         MtlError::UnknownComm(_) => ErrClass::Comm,
         MtlError::PeerLost(_) => ErrClass::ProcFailed,
         MtlError::UnknownMessage(_) => ErrClass::Request,
-        MtlError::BadCard { .. } | MtlError::Provider(_) => ErrClass::Other,
+        MtlError::BadCard { .. } | MtlError::Provider(_) | MtlError::Closed => ErrClass::Other,
     };
     err(class, e.to_string())
 }
@@ -1061,11 +1061,15 @@ impl<M: ?Sized + Mtl> Cm<M> {
         self.mtl.busy()
     }
 
-    /// Closes the MTL's use (end of finalize): every peer then counts as
-    /// lost, so later operations fail instead of touching the network.
+    /// Closes the MTL (end of finalize, [`Mtl::close`]): every peer then
+    /// counts as lost, so later operations fail instead of touching the
+    /// network.
     pub fn close(&mut self) {
         let all: Vec<u32> = (0..self.size).filter(|&p| p != self.me).collect();
         self.mtl.del_peers(&all);
+        // The provider's endpoint, connections and shared segments go now:
+        // the process may exit without dropping the PML.
+        self.mtl.close();
         for d in &mut self.dead {
             d.get_or_insert_with(|| "MPI is finalized".to_string());
         }

@@ -124,3 +124,48 @@ fn pml_cm_refuses_what_cannot_work_with_a_reason() {
     let out = support::run(2, "self,sm", "ring", &[], LIMIT);
     support::assert_ok(&out, "via sm", "default run");
 }
+
+/// The entries of `/dev/shm` shaped as libfabric's `shm` provider names
+/// its segments (`<pid>:<endpoint>:<n>`).
+fn ofi_shm_segments() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    let parts: Vec<&str> = n.split(':').collect();
+                    parts.len() == 3
+                        && parts
+                            .iter()
+                            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A job over libfabric's `shm` provider leaves no segment behind: the
+/// ranks exit after `MPI_Finalize` without dropping their PML, so cm's
+/// finalize must close the MTL's endpoint (`Mtl::close`). (The ping-pong
+/// posts its receives before the messages come, which the provider's
+/// exact-tag matching of unexpected messages in libfabric 1.17 needs.)
+#[test]
+fn a_job_on_the_shm_provider_leaves_no_segment() {
+    if !libfabric() {
+        return;
+    }
+    let before = ofi_shm_segments();
+    let mut cmd = Command::new(support::oxmpirun());
+    cmd.args(["-n", "2", "--mca", "pml", "cm"])
+        .args(["--mca", "mtl_ofi_provider_include", "shm"])
+        .args(["--timeout", &LIMIT.as_secs().to_string()])
+        .arg(support::example("pingpong"));
+    let out = support::run_cmd(&mut cmd, LIMIT + Duration::from_secs(10));
+    if out.code != 0 && out.stderr.contains("no OFI provider") {
+        eprintln!("skipped: no shm provider ({})", out.stderr.trim());
+        return;
+    }
+    support::assert_ok(&out, "1048576 B", "pingpong on the shm provider");
+    let left: Vec<String> = ofi_shm_segments().difference(&before).cloned().collect();
+    assert!(left.is_empty(), "the job left {left:?} in /dev/shm");
+}

@@ -1359,8 +1359,12 @@ pub struct CqError {
     pub prov_msg: String,
 }
 
-impl Drop for Endpoint {
-    fn drop(&mut self) {
+impl Endpoint {
+    /// Closes every object of the endpoint (the provider then releases what
+    /// it holds: connections, shared-memory segments); the endpoint must not
+    /// be used for communication afterwards (its owner refuses every
+    /// operation once closed). Closing twice does nothing.
+    pub fn close(&mut self) {
         let close = |f: *mut Fid| {
             if f.is_null() {
                 return;
@@ -1410,8 +1414,20 @@ impl Drop for Endpoint {
             // SAFETY: the live fabric.
             close(unsafe { &mut (*self.fabric).fid });
         }
-        // The contexts (`ctxs`) are freed after this, once nothing refers to
-        // them.
+        // Nothing is closed twice.
+        self.lanes.clear();
+        self.ep = std::ptr::null_mut();
+        self.av = std::ptr::null_mut();
+        self.domain = std::ptr::null_mut();
+        self.fabric = std::ptr::null_mut();
+        // The contexts (`ctxs`) are freed with the endpoint, once nothing
+        // refers to them.
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

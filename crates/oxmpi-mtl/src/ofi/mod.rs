@@ -371,6 +371,8 @@ pub struct OfiMtl {
     entries: Vec<CqEntry>,
     srcs: Vec<u64>,
     failures: PeerFailures,
+    /// [`Mtl::close`] was called: the endpoint is closed.
+    closed: bool,
 }
 
 fn call_err(lib: &Lib, e: ffi::CallError) -> OpenError {
@@ -540,6 +542,7 @@ impl OfiMtl {
             entries: vec![CqEntry::default(); n],
             srcs: vec![0; n],
             failures: PeerFailures::default(),
+            closed: false,
         })
     }
 
@@ -1140,6 +1143,16 @@ impl Mtl for OfiMtl {
         !self.deferred.is_empty() || !self.pending_acks.is_empty()
     }
 
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        self.deferred.clear();
+        self.pending_acks.clear();
+        self.ep.close();
+    }
+
     fn name(&self) -> &'static str {
         "ofi"
     }
@@ -1157,6 +1170,9 @@ impl Mtl for OfiMtl {
     }
 
     fn add_peers(&mut self, peers: &[(u32, &[u8])]) -> Result<(), MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         let mut addrs = Vec::with_capacity(peers.len());
         for &(rank, card) in peers {
             let bad = |why: String| MtlError::BadCard { rank, why };
@@ -1197,6 +1213,12 @@ impl Mtl for OfiMtl {
     }
 
     fn del_peers(&mut self, ranks: &[u32]) {
+        if self.closed {
+            for r in ranks {
+                self.peers.remove(r);
+            }
+            return;
+        }
         for &r in ranks {
             self.peer_lost(r);
             // Removed, not lost: later use is an unknown peer.
@@ -1205,6 +1227,9 @@ impl Mtl for OfiMtl {
     }
 
     fn add_comm(&mut self, cid: u32) -> Result<(), MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         self.layout.recv_match(cid, None, None)?;
         self.comms.insert(cid);
         Ok(())
@@ -1224,6 +1249,9 @@ impl Mtl for OfiMtl {
         mode: SendMode,
         token: Token,
     ) -> Result<Posted, MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         self.check_comm(cid)?;
         let sync = mode == SendMode::Synchronous;
         let t = self.layout.send_tag(
@@ -1335,6 +1363,9 @@ impl Mtl for OfiMtl {
 
     #[inline]
     fn inject(&mut self, cid: u32, peer: u32, rank: u32, tag: i32, data: MemRegion) -> bool {
+        if self.closed {
+            return false;
+        }
         if data.len() >= self.inject_below || !self.deferred.is_empty() {
             return false;
         }
@@ -1360,6 +1391,9 @@ impl Mtl for OfiMtl {
         buf: MemRegion,
         token: Token,
     ) -> Result<(), MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         let ((t, ignore), addr, peer) = self.criteria(cid, src, tag)?;
         if let Some(p) = peer.filter(|p| !self.lost.is_empty() && self.lost.contains(p)) {
             self.event(token, Outcome::Failed(MtlError::PeerLost(p)));
@@ -1388,6 +1422,9 @@ impl Mtl for OfiMtl {
     }
 
     fn iprobe(&mut self, cid: u32, src: Source, tag: TagSel) -> Result<Option<RecvInfo>, MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         Ok(self.peek(cid, src, tag, ffi::FI_PEEK)?.map(|(i, info, _)| {
             self.release(i);
             info
@@ -1400,6 +1437,9 @@ impl Mtl for OfiMtl {
         src: Source,
         tag: TagSel,
     ) -> Result<Option<(MessageId, RecvInfo)>, MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         let lane = self.lane(cid);
         let ((t, ignore), addr, _) = self.criteria(cid, src, tag)?;
         let Some((i, info, from)) = self.peek(cid, src, tag, ffi::FI_PEEK | ffi::FI_CLAIM)? else {
@@ -1419,6 +1459,9 @@ impl Mtl for OfiMtl {
     }
 
     fn imrecv(&mut self, msg: MessageId, buf: MemRegion, token: Token) -> Result<(), MtlError> {
+        if self.closed {
+            return Err(MtlError::Closed);
+        }
         let i = (msg.0 & 0xffff_ffff) as usize;
         let serial = (msg.0 >> 32) as u32;
         let (src, lane, want) = match self.slots.get(i) {
@@ -1454,6 +1497,9 @@ impl Mtl for OfiMtl {
     }
 
     fn cancel(&mut self, token: Token) -> bool {
+        if self.closed {
+            return false;
+        }
         // A receive not completed yet holds its slot (found by a scan:
         // cancel is rare, and no map is kept per receive for it).
         let recv_of = |s: &Slot| matches!(*s, Slot::Recv { token: t, .. } if t == token);
@@ -1488,6 +1534,9 @@ impl Mtl for OfiMtl {
     }
 
     fn progress(&mut self, sink: &mut dyn MtlSink) -> usize {
+        if self.closed {
+            return 0;
+        }
         for r in self.failures.take() {
             self.peer_lost(r);
         }
