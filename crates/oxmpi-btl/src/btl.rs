@@ -541,6 +541,15 @@ pub trait Doorbell: Send + Sync {
     /// Ends one [`Doorbell::arm`] (the bell stays armed while another
     /// thread still sleeps on it).
     fn disarm(&self);
+    /// Called with the engine's lock held, after the last look at the
+    /// transports and before the lock is released for
+    /// [`Doorbell::sleep`]: whether sleeping is safe now (`false`:
+    /// something is pending; look again instead). A bell that peers ring
+    /// needs nothing here ([`Doorbell::arm`] came before the last look);
+    /// libfabric's wait objects do (`fi_trywait`).
+    fn prepare(&self) -> bool {
+        true
+    }
 }
 
 /// How a waiting thread learns that something arrived through a module

@@ -277,4 +277,11 @@ pub trait Mtl {
     /// [`Mtl::inject`] and [`Mtl::cancel`] return `false` and
     /// [`Mtl::progress`] gives nothing. Closing twice does nothing.
     fn close(&mut self);
+
+    /// What an idle wait sleeps on until this MTL has a completion (see
+    /// [`oxmpi_btl::btl::Doorbell`]); `None`: nothing wakes a sleeper, a
+    /// wait polls, sleeping a bounded time at most. None once closed.
+    fn doorbell(&self) -> Option<std::sync::Arc<dyn oxmpi_btl::btl::Doorbell>> {
+        None
+    }
 }

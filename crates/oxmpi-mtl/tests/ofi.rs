@@ -382,3 +382,101 @@ fn pingpong() {
         }
     }
 }
+
+/// An idle wait sleeps on the queues' wait descriptors (`mtl_ofi_wait_fd`):
+/// with nothing coming, `Doorbell::sleep` runs out its time; a message
+/// sent by another thread while it sleeps wakes it well before its time,
+/// and the receive then completes. Run on each provider that opens with a
+/// wait object here (with none, `doorbell` is `None` and waits poll).
+#[test]
+fn a_wait_sleeps_until_a_message_comes() {
+    use oxmpi_mtl::{Event, Outcome, SendMode, Source, TagSel, Token};
+    #[allow(unsafe_code)]
+    fn r(v: &[u8]) -> oxmpi_btl::mem::MemRegion {
+        // SAFETY: both buffers outlive every operation on them (the sender
+        // waits for its completion; the receive is complete before `d`
+        // is read or dropped).
+        unsafe { oxmpi_btl::mem::MemRegion::from_slice(v) }
+    }
+    if !libfabric() {
+        return;
+    }
+    for include in ["tcp", "sockets"] {
+        let p = params(&[("mtl_ofi_provider_include", include)]);
+        match OfiMtl::open(&p) {
+            Err(e @ OpenError::NoProvider { .. }) => {
+                eprintln!("skipped {include}: {e}");
+                continue;
+            }
+            Err(e) => panic!("open {include}: {e}"),
+            Ok(_) => {}
+        }
+        let mut j = maker(include, &[])(2, &[0]);
+        let mut eps = std::mem::take(&mut j.eps);
+        let mut rx = eps.pop().expect("rank 1");
+        let mut tx = eps.pop().expect("rank 0");
+        let Some(bell) = rx.doorbell() else {
+            eprintln!("{include} ({}): no wait object; waits poll", rx.provider());
+            continue;
+        };
+        let d = vec![0u8; 8];
+        rx.irecv(0, Source::Any, TagSel::Value(9), r(&d), Token(1))
+            .unwrap();
+        let mut got: Vec<Event> = Vec::new();
+        // Read the queues until trywait lets us sleep.
+        let mut ready = || {
+            for _ in 0..1000 {
+                rx.progress(&mut got);
+                if bell.prepare() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            false
+        };
+        assert!(ready(), "{include}: fi_trywait never allowed a sleep");
+        let t = Instant::now();
+        assert!(
+            !bell.sleep(Duration::from_millis(100)),
+            "{include}: woke with nothing sent"
+        );
+        assert!(t.elapsed() >= Duration::from_millis(90), "{include}");
+        assert!(ready(), "{include}: fi_trywait never allowed a sleep");
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let a = 42u64.to_le_bytes();
+            let mut ev: Vec<Event> = Vec::new();
+            let mut done = tx
+                .isend(0, 1, 0, 9, r(&a), SendMode::Standard, Token(7))
+                .expect("isend")
+                == oxmpi_mtl::Posted::Done;
+            let t = Instant::now();
+            while !done && t.elapsed() < Duration::from_secs(10) {
+                tx.progress(&mut ev);
+                done = ev.iter().any(|e| e.token == Token(7));
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            (tx, done)
+        });
+        let t = Instant::now();
+        let rung = bell.sleep(Duration::from_secs(20));
+        let slept = t.elapsed();
+        assert!(
+            rung && slept < Duration::from_secs(10),
+            "{include}: the sleep ended after {slept:?} (woken: {rung})"
+        );
+        let t = Instant::now();
+        while !got.iter().any(|e| e.token == Token(1)) && t.elapsed() < Duration::from_secs(10) {
+            rx.progress(&mut got);
+        }
+        let (_tx, sent) = sender.join().expect("sender");
+        assert!(sent, "{include}: the send never completed");
+        let e = got.iter().find(|e| e.token == Token(1)).expect("received");
+        assert!(matches!(e.outcome, Outcome::Received(_)), "{e:?}");
+        assert_eq!(u64::from_le_bytes(d[..8].try_into().unwrap()), 42);
+        eprintln!(
+            "{include} ({}): woke {slept:?} after the sleep began",
+            rx.provider()
+        );
+    }
+}

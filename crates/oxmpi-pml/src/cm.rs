@@ -1055,6 +1055,16 @@ impl<M: ?Sized + Mtl> Cm<M> {
         self.dead.get(peer as usize)?.as_deref()
     }
 
+    /// What an idle wait sleeps on until the MTL has a completion
+    /// ([`Mtl::doorbell`]); `None` while the MTL holds operations it has
+    /// not handed to the network yet (they need progress, not a sleep).
+    pub fn doorbell(&self) -> Option<std::sync::Arc<dyn oxmpi_btl::btl::Doorbell>> {
+        if self.mtl.busy() {
+            return None;
+        }
+        self.mtl.doorbell()
+    }
+
     /// Whether the MTL still holds operations it has not handed to the
     /// network (finalize drains them).
     pub fn has_work(&self) -> bool {

@@ -238,10 +238,14 @@ impl<B: ?Sized + Btl> Engine<B> {
         }
     }
 
-    /// The BTLs' doorbell ([`Ob1::doorbell`]); cm has none (waits sleep
-    /// by the clock).
+    /// What an idle wait sleeps on: the BTLs' doorbell
+    /// ([`Ob1::doorbell`]) or the MTL's ([`Cm::doorbell`]); `None`: waits
+    /// sleep by the clock.
     pub fn doorbell(&self) -> Option<std::sync::Arc<dyn oxmpi_btl::btl::Doorbell>> {
-        self.ob1()?.doorbell()
+        match self {
+            Engine::Ob1(o) => o.doorbell(),
+            Engine::Cm(c) => c.doorbell(),
+        }
     }
 
     /// [`Ob1::sendi_limit`]; 0 under cm (no immediate send).

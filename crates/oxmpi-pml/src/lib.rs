@@ -454,11 +454,13 @@ impl<B: ?Sized + Btl> Pml<B> {
             let bell = o.doorbell()?;
             bell.arm();
             let found = o.progress_all();
-            Some((bell, found, cond(o)))
+            let out = cond(o);
+            let ready = out.is_none() && found == 0 && bell.prepare();
+            Some((bell, ready, out))
         });
         match armed {
-            Some((bell, found, out)) => {
-                if out.is_some() || found > 0 {
+            Some((bell, ready, out)) => {
+                if !ready {
                     bell.disarm();
                     SleepCounters::bump(&self.sleeps.bell_skipped);
                     idle::woke();

@@ -130,7 +130,12 @@ impl Runtime {
             .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?;
         let spin = cfg.spin_count;
         let idle_sleep_max = cfg.idle_sleep_max;
-        let mut engine = match framework::select_pml(&reg)? {
+        let oversubscribed = match reg.get_enum(mca::MPI_YIELD_WHEN_IDLE).unwrap_or("auto") {
+            "yes" => true,
+            "no" => false,
+            _ => topology::node_oversubscribed(local_ranks.len()),
+        };
+        let mut engine = match framework::select_pml(&reg, oversubscribed)? {
             framework::PmlPick::Ob1 => Engine::Ob1(open_ob1(&reg, &mut modex, cfg)?),
             framework::PmlPick::Cm(mtl) => Engine::Cm(framework::open_cm(mtl, &mut modex)?),
         };
@@ -140,11 +145,6 @@ impl Runtime {
         engine.add_comm(SELF_CTX, vec![rank], 0)?;
         engine.add_comm(SELF_CTX + 1, vec![rank], 0)?;
         engine.add_comm(GROUP_CTX, (0..size).collect(), rank)?;
-        let oversubscribed = match reg.get_enum(mca::MPI_YIELD_WHEN_IDLE).unwrap_or("auto") {
-            "yes" => true,
-            "no" => false,
-            _ => topology::node_oversubscribed(local_ranks.len()),
-        };
         tracing::debug!(
             rank,
             size,

@@ -65,6 +65,8 @@ const FI_THREAD_DOMAIN: c_int = 3;
 const FI_AV_TABLE: c_int = 2;
 const FI_CQ_FORMAT_TAGGED: c_int = 4;
 const FI_WAIT_NONE: c_int = 0;
+const FI_WAIT_FD: c_int = 3;
+const FI_GETWAIT: c_int = 5;
 const FI_ENABLE: c_int = 6;
 const FI_ETOOSMALL: c_int = 257;
 
@@ -232,7 +234,7 @@ pub(crate) struct FiOpsFabric {
     passive_ep: FnPtr,
     eq_open: FnPtr,
     wait_open: FnPtr,
-    trywait: FnPtr,
+    trywait: Option<unsafe extern "C" fn(*mut FidFabric, *mut *mut Fid, c_int) -> c_int>,
     domain2: FnPtr,
 }
 
@@ -771,6 +773,9 @@ pub struct Endpoint {
     lanes: Vec<Lane>,
     ctxs: Vec<Box<[Ctx]>>,
     rx_ctx_bits: u32,
+    /// Per lane, the file descriptor of its queue's wait object
+    /// (`FI_WAIT_FD`): empty when the queues have none.
+    wait_fds: Vec<c_int>,
 }
 
 struct Lane {
@@ -833,7 +838,15 @@ impl Endpoint {
     /// completion queue(s) (`FI_CQ_FORMAT_TAGGED`) and endpoint of the
     /// `index`th provider of `list`, enabled. `sep: Some(n)` opens a
     /// scalable endpoint with `n` context pairs instead.
-    pub fn open(list: &InfoList, index: usize, sep: Option<usize>) -> Result<Endpoint, CallError> {
+    /// `wait_fd` asks for queues with a file-descriptor wait object
+    /// (`FI_WAIT_FD`, see [`Endpoint::bell`]); a provider without one gets
+    /// queues without a wait object.
+    pub fn open(
+        list: &InfoList,
+        index: usize,
+        sep: Option<usize>,
+        wait_fd: bool,
+    ) -> Result<Endpoint, CallError> {
         let contexts = sep.unwrap_or(1).max(1);
         let node = *list.nodes().get(index).ok_or(CallError {
             call: "fi_getinfo (no such provider)",
@@ -848,7 +861,10 @@ impl Endpoint {
             lanes: Vec::new(),
             ctxs: Vec::new(),
             rx_ctx_bits: 0,
+            wait_fds: Vec::new(),
         };
+        // Whether every queue so far has a wait descriptor.
+        let mut waits = wait_fd;
         // On any error `e` is dropped and closes what was opened.
         // SAFETY: `node` is a node of the live list; every pointer passed
         // below is either from it or an out-pointer to a field of `e`; each
@@ -915,21 +931,38 @@ impl Endpoint {
                 },
                 bind(&mut (*e.ep).fid, &mut (*e.av).fid, 0),
             )?;
-            let open_cq = |e: &mut Endpoint| -> Result<*mut FidCq, CallError> {
+            let trywait_ok = {
+                let f = (*e.fabric).ops;
+                !f.is_null()
+                    && holds((*f).size, offset_of!(FiOpsFabric, trywait))
+                    && (*f).trywait.is_some()
+            };
+            let mut open_cq = |e: &mut Endpoint| -> Result<*mut FidCq, CallError> {
                 let mut attr = FiCqAttr {
                     size: 0,
                     flags: 0,
                     format: FI_CQ_FORMAT_TAGGED,
-                    wait_obj: FI_WAIT_NONE,
+                    wait_obj: if waits && trywait_ok {
+                        FI_WAIT_FD
+                    } else {
+                        FI_WAIT_NONE
+                    },
                     signaling_vector: 0,
                     wait_cond: 0,
                     wait_set: ptr::null_mut(),
                 };
                 let mut cq: *mut FidCq = ptr::null_mut();
-                check(
-                    "fi_cq_open",
-                    dops.cq_open.expect("checked")(e.domain, &mut attr, &mut cq, ptr::null_mut()),
-                )?;
+                let open = dops.cq_open.expect("checked");
+                let mut rc = open(e.domain, &mut attr, &mut cq, ptr::null_mut());
+                if rc < 0 && attr.wait_obj != FI_WAIT_NONE {
+                    // No such wait object here: queues without one.
+                    waits = false;
+                    e.wait_fds.clear();
+                    attr.wait_obj = FI_WAIT_NONE;
+                    cq = ptr::null_mut();
+                    rc = open(e.domain, &mut attr, &mut cq, ptr::null_mut());
+                }
+                check("fi_cq_open", rc)?;
                 // Kept in `lanes` at once so that drop closes it.
                 e.lanes.push(Lane {
                     tx: ptr::null_mut(),
@@ -938,6 +971,21 @@ impl Endpoint {
                 });
                 need!((*cq).fid.ops, FiOps, close);
                 need!((*cq).ops, FiOpsCq, readfrom, readerr, strerror);
+                if attr.wait_obj == FI_WAIT_FD {
+                    let ops = (*cq).fid.ops;
+                    let mut fd: c_int = -1;
+                    let got = holds((*ops).size, offset_of!(FiOps, control))
+                        && (*ops).control.is_some_and(|c| {
+                            c(&mut (*cq).fid, FI_GETWAIT, (&mut fd as *mut c_int).cast()) == 0
+                        })
+                        && fd >= 0;
+                    if got {
+                        e.wait_fds.push(fd);
+                    } else {
+                        waits = false;
+                        e.wait_fds.clear();
+                    }
+                }
                 Ok(cq)
             };
             if scalable {
@@ -1359,7 +1407,89 @@ pub struct CqError {
     pub prov_msg: String,
 }
 
+/// What a thread sleeps on until the provider has a completion: the wait
+/// descriptors of the endpoint's queues (`FI_WAIT_FD`) and `fi_trywait`,
+/// which says whether sleeping on them is safe now (libfabric's
+/// `fi_trywait(3)` protocol: read the queues until empty, `fi_trywait`, then
+/// block on the descriptors only if it succeeded).
+pub struct CqBell {
+    /// The library whose `trywait` the fabric's ops point into, held while
+    /// the bell is.
+    _lib: Arc<Lib>,
+    fabric: *mut FidFabric,
+    cqs: Vec<*mut Fid>,
+    fds: Vec<c_int>,
+}
+
+// SAFETY: the pointers name the owner's fabric and queues, used only by
+// `trywait`, which the owner calls with the same serialisation as every
+// other call on its endpoint (under its lock, before closing it); `wait`
+// touches only the descriptors (a `poll`).
+unsafe impl Send for CqBell {}
+// SAFETY: as for Send: `&self` methods either are serialised by the
+// owner (`trywait`) or only poll file descriptors (`wait`).
+unsafe impl Sync for CqBell {}
+
+impl CqBell {
+    /// `fi_trywait` on every queue: whether a thread may now block in
+    /// [`CqBell::wait`] (false: completions are pending, read them first).
+    /// Must be called with the endpoint's other calls serialised, after the
+    /// last read of the queues and before the endpoint is closed.
+    pub fn trywait(&self) -> bool {
+        let mut fids = self.cqs.clone();
+        // SAFETY: the fabric and queues are live (the caller's contract);
+        // trywait was checked present when the queues were opened with
+        // their wait objects; `fids` outlives the call.
+        unsafe {
+            let f = (*(*self.fabric).ops).trywait.expect("checked at open");
+            f(self.fabric, fids.as_mut_ptr(), fids.len() as c_int) == 0
+        }
+    }
+
+    /// Blocks until a queue's descriptor is readable or `timeout` passes:
+    /// whether one was.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        use std::os::fd::BorrowedFd;
+        let mut pfds: Vec<PollFd<'_>> = self
+            .fds
+            .iter()
+            .map(|&fd| {
+                // SAFETY: each descriptor is a queue's wait object, open
+                // until the endpoint closes, which the owner does not do
+                // while a thread of its own sleeps here (finalize ends the
+                // waits first).
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                PollFd::from_borrowed_fd(fd, PollFlags::IN)
+            })
+            .collect();
+        let t = Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        matches!(poll(&mut pfds, Some(&t)), Ok(n) if n > 0)
+    }
+}
+
 impl Endpoint {
+    /// The endpoint's [`CqBell`], when every queue has a wait descriptor.
+    pub fn bell(&self) -> Option<CqBell> {
+        if self.wait_fds.is_empty() || self.wait_fds.len() != self.lanes.len() {
+            return None;
+        }
+        Some(CqBell {
+            _lib: self.lib.clone(),
+            fabric: self.fabric,
+            // SAFETY: each lane's queue is live (the endpoint is open).
+            cqs: self
+                .lanes
+                .iter()
+                .map(|l| unsafe { &mut (*l.cq).fid as *mut Fid })
+                .collect(),
+            fds: self.wait_fds.clone(),
+        })
+    }
+
     /// Closes every object of the endpoint (the provider then releases what
     /// it holds: connections, shared-memory segments); the endpoint must not
     /// be used for communication afterwards (its owner refuses every
@@ -1416,6 +1546,7 @@ impl Endpoint {
         }
         // Nothing is closed twice.
         self.lanes.clear();
+        self.wait_fds.clear();
         self.ep = std::ptr::null_mut();
         self.av = std::ptr::null_mut();
         self.domain = std::ptr::null_mut();

@@ -76,6 +76,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use oxmpi_btl::btl::Doorbell;
 use oxmpi_btl::mem::MemRegion;
 
 use crate::mtl::{
@@ -373,6 +374,28 @@ pub struct OfiMtl {
     failures: PeerFailures,
     /// [`Mtl::close`] was called: the endpoint is closed.
     closed: bool,
+    /// The queues' wait descriptors as a doorbell (`mtl_ofi_wait_fd`).
+    bell: Option<Arc<OfiBell>>,
+}
+
+/// The endpoint's queues as a [`Doorbell`]: `prepare` is `fi_trywait`
+/// (under the engine's lock, after the last read of the queues), `sleep`
+/// polls the wait descriptors. Nothing to arm: the provider signals the
+/// descriptors itself.
+struct OfiBell(ffi::CqBell);
+
+impl Doorbell for OfiBell {
+    fn arm(&self) {}
+
+    fn prepare(&self) -> bool {
+        self.0.trywait()
+    }
+
+    fn sleep(&self, timeout: std::time::Duration) -> bool {
+        self.0.wait(timeout)
+    }
+
+    fn disarm(&self) {}
 }
 
 fn call_err(lib: &Lib, e: ffi::CallError) -> OpenError {
@@ -497,7 +520,8 @@ impl OfiMtl {
         } else {
             None
         };
-        let ep = Endpoint::open(&list, index, sep).map_err(|e| call_err(&lib, e))?;
+        let ep = Endpoint::open(&list, index, sep, p.wait_fd).map_err(|e| call_err(&lib, e))?;
+        let bell = ep.bell().map(|b| Arc::new(OfiBell(b)));
         let addr = ep.name().map_err(|e| call_err(&lib, e))?;
         let mut card = CARD_MAGIC.to_vec();
         card.push(prov.prov_name.len().min(255) as u8);
@@ -509,6 +533,7 @@ impl OfiMtl {
             domain = %prov.domain,
             tag_mode = mode.name(),
             contexts = ep.lanes(),
+            wait_fd = bell.is_some(),
             "ofi MTL open"
         );
         let ops = match mode {
@@ -543,6 +568,7 @@ impl OfiMtl {
             srcs: vec![0; n],
             failures: PeerFailures::default(),
             closed: false,
+            bell,
         })
     }
 
@@ -1143,11 +1169,19 @@ impl Mtl for OfiMtl {
         !self.deferred.is_empty() || !self.pending_acks.is_empty()
     }
 
+    fn doorbell(&self) -> Option<Arc<dyn Doorbell>> {
+        if self.closed {
+            return None;
+        }
+        self.bell.clone().map(|b| b as Arc<dyn Doorbell>)
+    }
+
     fn close(&mut self) {
         if self.closed {
             return;
         }
         self.closed = true;
+        self.bell = None;
         self.deferred.clear();
         self.pending_acks.clear();
         self.ep.close();

@@ -46,6 +46,9 @@ pub struct OfiParams {
     pub num_ctxts: usize,
     /// `mtl_ofi_library`: the libfabric library file to open.
     pub library: String,
+    /// `mtl_ofi_wait_fd`: completion queues with a file-descriptor wait
+    /// object, which idle waits sleep on.
+    pub wait_fd: bool,
 }
 
 impl Default for OfiParams {
@@ -59,6 +62,7 @@ impl Default for OfiParams {
             thread_grouping: false,
             num_ctxts: 1,
             library: DEFAULT_LIBRARY.to_owned(),
+            wait_fd: true,
         }
     }
 }
@@ -109,6 +113,15 @@ pub fn params() -> Vec<(&'static str, &'static str, &'static str)> {
             "mtl_ofi_num_ctxts",
             "1",
             "Number of scalable-endpoint contexts (with mtl_ofi_enable_sep=1)",
+        ),
+        (
+            "mtl_ofi_wait_fd",
+            "auto",
+            "1: open the completion queues with a file-descriptor wait object (FI_WAIT_FD) \
+             where the provider has one, so that an idle wait sleeps until a completion \
+             comes (fi_trywait, then poll) instead of by the clock; 0: no wait object \
+             (every completion is cheaper); auto: 1 when the node has more ranks than cores \
+             (or mpi_yield_when_idle=yes), else 0",
         ),
         (
             "mtl_ofi_library",
@@ -171,6 +184,10 @@ impl OfiParams {
                 "mtl_ofi_thread_grouping" => p.thread_grouping = parse_bool(name, v)?,
                 "mtl_ofi_num_ctxts" => p.num_ctxts = parse_count(name, v)?,
                 "mtl_ofi_library" => p.library = v.trim().to_owned(),
+                // `auto` is settled by the runtime, which knows the node;
+                // on its own the MTL takes it as 1.
+                "mtl_ofi_wait_fd" if v.trim() == "auto" => p.wait_fd = true,
+                "mtl_ofi_wait_fd" => p.wait_fd = parse_bool(name, v)?,
                 n if n.starts_with("mtl_ofi_") => {
                     return Err(OpenError::Param {
                         name: n.to_owned(),
