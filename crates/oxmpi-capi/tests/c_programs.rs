@@ -412,8 +412,11 @@ fn c_test_suite() {
 }
 
 /// The whole C test suite again on the PML cm over the ofi MTL
-/// (`tcp;ofi_rxm`, with Debian's libfabric), at 2 and 8 ranks: the
-/// programs do not change, only the point-to-point engine under them.
+/// (`tcp;ofi_rxm`, with Debian's libfabric), at 3 ranks (odd; more than
+/// the cores of a 2-core machine, so its waits sleep on the MTL's wait
+/// object): the programs do not change, only the point-to-point engine
+/// under them. (`crates/oxmpi/tests/cm.rs` runs the Rust suites at 2, 3
+/// and 8.)
 /// Where libfabric is not installed this says so and passes.
 #[test]
 fn c_test_suite_on_pml_cm() {
@@ -436,7 +439,7 @@ fn c_test_suite_on_pml_cm() {
     let mut failures = Vec::new();
     for exe in &programs {
         let name = exe.file_name().unwrap().to_string_lossy().into_owned();
-        for np in [2, 8] {
+        for np in [3] {
             let (code, out, err) = run_with(exe, &cm, np, "self");
             let ok = code == 0 && out.contains(&format!("ok: {name}")) && err.trim().is_empty();
             if !ok {
