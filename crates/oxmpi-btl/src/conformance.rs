@@ -382,10 +382,34 @@ fn receiver<B>(pair: &mut Pair<B>) -> &mut Side<B> {
     }
 }
 
+/// A wait's way to sleep: arm `bell`, take a last look (the receiver's
+/// progress, into `rx`), and sleep only once `prepare` allows it; armed on
+/// return.
+fn last_look<B: Btl>(pair: &mut Pair<B>, rx: &mut Recorder, bell: &std::sync::Arc<dyn Doorbell>) {
+    for _ in 0..1000 {
+        bell.arm();
+        receiver(pair).btl.progress(rx);
+        if bell.prepare() {
+            return;
+        }
+        bell.disarm();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!(
+        "{}: the doorbell's prepare never allowed a sleep",
+        receiver(pair).btl.name()
+    );
+}
+
 /// How long a sleeper on an armed `bell` (timeout 5 s) slept while `send`
-/// ran on this thread, and whether it was rung.
-fn slept_through(bell: &std::sync::Arc<dyn Doorbell>, send: impl FnOnce()) -> (bool, Duration) {
-    bell.arm();
+/// ran on this thread on the sender, followed by one progress of the
+/// sender (a module may queue what it sends until then), and whether it
+/// was rung.
+fn slept_through<B: Btl>(
+    bell: &std::sync::Arc<dyn Doorbell>,
+    pair: &mut Pair<B>,
+    send: impl FnOnce(&mut Side<B>),
+) -> (bool, Duration) {
     let b = std::sync::Arc::clone(bell);
     let sleeper = std::thread::spawn(move || {
         let t0 = Instant::now();
@@ -395,7 +419,8 @@ fn slept_through(bell: &std::sync::Arc<dyn Doorbell>, send: impl FnOnce()) -> (b
     // Most of the time the sleeper is asleep by then; when it is not, the
     // send rang already and its sleep returns at once: the same outcome.
     std::thread::sleep(Duration::from_millis(20));
-    send();
+    send(pair.sender());
+    settle(pair, &mut Recorder::default());
     let out = sleeper.join().expect("sleeper thread");
     bell.disarm();
     out
@@ -412,7 +437,8 @@ pub fn doorbell_wakes<B: Btl>(mut pair: Pair<B>) {
         return;
     };
     let name = pair.sender().btl.name();
-    bell.arm();
+    let mut rx = Recorder::default();
+    last_look(&mut pair, &mut rx, &bell);
     let t0 = Instant::now();
     assert!(
         !bell.sleep(Duration::from_millis(50)),
@@ -433,8 +459,8 @@ pub fn doorbell_wakes<B: Btl>(mut pair: Pair<B>) {
     };
     if caps.contains(Caps::SENDI) {
         for path in ["sendi", "sendi_hdr", "sendi_hdr again"] {
-            let s = pair.sender();
-            let r = slept_through(&bell, || {
+            last_look(&mut pair, &mut rx, &bell);
+            let r = slept_through(&bell, &mut pair, |s: &mut Side<B>| {
                 let ok = if path == "sendi" {
                     s.btl.sendi(s.ep, AmTag(1), &[b"doorbell"]).is_ok()
                 } else {
@@ -450,8 +476,8 @@ pub fn doorbell_wakes<B: Btl>(mut pair: Pair<B>) {
     if caps.contains(Caps::SEND) {
         for prepared in [false, true] {
             let data = pattern(100, 7);
-            let s = pair.sender();
-            let r = slept_through(&bell, || {
+            last_look(&mut pair, &mut rx, &bell);
+            let r = slept_through(&bell, &mut pair, |s: &mut Side<B>| {
                 let ep = s.ep;
                 let desc = if prepared {
                     s.btl.prepare_src(ep, 8, region(&data[8..])).map(|mut d| {
@@ -473,9 +499,9 @@ pub fn doorbell_wakes<B: Btl>(mut pair: Pair<B>) {
             check(if prepared { "send (prepared)" } else { "send" }, r);
         }
     }
-    let s = pair.sender();
+    last_look(&mut pair, &mut rx, &bell);
     let mut packed = false;
-    let r = slept_through(&bell, || {
+    let r = slept_through(&bell, &mut pair, |s: &mut Side<B>| {
         let mut pack = |out: &mut [u8]| out.fill(9);
         packed = s
             .btl
@@ -490,7 +516,6 @@ pub fn doorbell_wakes<B: Btl>(mut pair: Pair<B>) {
     sent += 1;
     check("send_packed", r);
     let mut tx = Recorder::default();
-    let mut rx = Recorder::default();
     pair.drive(&mut tx, &mut rx, "doorbell", |_, rx| rx.recvs.len() >= sent);
     assert_eq!(
         rx.recvs.len(),

@@ -5,6 +5,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mio::unix::SourceFd;
@@ -17,8 +19,8 @@ use super::iface::{self, Interface};
 use super::landing::PutTargets;
 use super::wire::{self, Card, CardEntry, PutHdr, FRAME_HDR_LEN, PUT_HDR_LEN};
 use crate::btl::{
-    Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Endpoint, Limits, PeerInfo, RegId,
-    Registration, RemoteKey, SendOutcome, Token,
+    Access, AmTag, Btl, BtlError, BtlSink, Caps, Descriptor, Doorbell, Endpoint, Limits, PeerInfo,
+    RegId, Registration, RemoteKey, SendOutcome, Token, Wakeup,
 };
 use crate::mem::MemRegion;
 
@@ -95,6 +97,50 @@ pub struct TcpBtl {
     pub(super) books: Books,
     /// Our registrations (index = id), shared by this process's modules.
     pub(super) regs: PutTargets,
+    /// The epoll instance as a doorbell ([`Btl::wakeup`]).
+    bell: Arc<TcpBell>,
+}
+
+/// The module's epoll instance as a [`Doorbell`]: a sleeper polls (2) a
+/// duplicate of its descriptor, which is readable while the ready list
+/// holds events, without taking them (mio's edge-triggered events stay
+/// for the module's next `progress`). Nothing to arm: data that arrives
+/// after the last look raises an edge. `prepare` refuses while the module
+/// has work that no event will announce (connections still to service,
+/// handshake timers, completions to report), as `progress` leaves it.
+#[derive(Debug)]
+pub(super) struct TcpBell {
+    epfd: OwnedFd,
+    busy: AtomicBool,
+}
+
+impl Doorbell for TcpBell {
+    fn arm(&self) {}
+
+    fn prepare(&self) -> bool {
+        !self.busy.load(Ordering::Relaxed)
+    }
+
+    fn sleep(&self, timeout: Duration) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.epfd, PollFlags::IN)];
+        let t = Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        matches!(poll(&mut fds, Some(&t)), Ok(n) if n > 0)
+    }
+
+    fn disarm(&self) {}
+}
+
+/// A duplicate of `poll`'s epoll descriptor (mio offers only the raw one).
+#[allow(unsafe_code)]
+fn dup_epoll(poll: &Poll) -> std::io::Result<OwnedFd> {
+    // SAFETY: the descriptor is `poll`'s own, open while `poll` is, which
+    // the borrow outlives; it is only duplicated here.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(poll.as_raw_fd()) };
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, 0)?)
 }
 
 impl TcpBtl {
@@ -173,7 +219,12 @@ impl TcpBtl {
                 .register(&mut SourceFd(&fd.as_raw_fd()), LISTENER, Interest::READABLE)
                 .map_err(|e| io("epoll register", e))?;
             let e = entries[i];
+            let bell = Arc::new(TcpBell {
+                epfd: dup_epoll(&poll).map_err(|e| io("epoll dup", e))?,
+                busy: AtomicBool::new(false),
+            });
             out.push(TcpBtl {
+                bell,
                 rank: cfg.rank,
                 secret: cfg.secret,
                 limits: cfg.limits,
@@ -263,6 +314,21 @@ impl TcpBtl {
             .flatten()
             .filter(|c| c.phase == Phase::Established)
             .count()
+    }
+}
+
+impl TcpBtl {
+    /// Whether the next `progress` has work that no epoll event will
+    /// announce: connections queued for service, fragments not yet
+    /// written, outcomes to report. (The
+    /// handshake and reconnect timers need no polling: a wait's sleep is
+    /// bounded, `pml_ob1_idle_sleep_max`, far below their periods.)
+    fn needs_polling(&self) -> bool {
+        !self.ready.is_empty()
+            || self.books.queued_frags > 0
+            || !self.books.completions.is_empty()
+            || !self.books.lost.is_empty()
+            || self.fault.is_some()
     }
 }
 
@@ -712,7 +778,18 @@ impl Btl for TcpBtl {
             sink.on_complete(t, r);
             n += 1;
         }
+        self.bell
+            .busy
+            .store(self.needs_polling(), Ordering::Relaxed);
         n
+    }
+
+    fn wakeup(&self) -> Wakeup {
+        if self.needs_polling() {
+            Wakeup::Poll
+        } else {
+            Wakeup::Bell(self.bell.clone())
+        }
     }
 
     fn has_work(&self) -> bool {
